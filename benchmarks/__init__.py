@@ -1,0 +1,1 @@
+"""Benchmarks: eager vs graph mode (npu-bench)."""

@@ -1,0 +1,61 @@
+"""GE-building helpers shared by converters: casts, constants, type promotion, axes."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from npu_inductor.ge import dtypes
+from npu_inductor.ge.ir import Value
+from npu_inductor.lowering.context import LoweringContext
+
+
+def cast(ctx: LoweringContext, v: Value, dtype: torch.dtype) -> Value:
+    """``Cast`` to ``dtype`` (no-op when already there)."""
+    if v.dtype == dtype:
+        return v
+    return ctx.op("Cast", [v], {"dst_type": dtypes.to_cpp(dtype)}, out=(dtype, v.shape),
+                  suffix="cast")
+
+
+def as_value(ctx: LoweringContext, x: Any, dtype: torch.dtype) -> Value:
+    """A tensor operand in ``dtype``: casts a ``Value``, makes a scalar ``Const`` otherwise."""
+    return cast(ctx, x, dtype) if isinstance(x, Value) else ctx.const(x, dtype)
+
+
+def _proxy(x: Any) -> Any:
+    if isinstance(x, Value):
+        return torch.empty((1,) * min(x.rank, 1), dtype=x.dtype)
+    return x
+
+
+def promote(*args: Any) -> torch.dtype:
+    """The dtype torch's type promotion gives for these operands (Values or scalars)."""
+    result = _proxy(args[0])
+    dtype = result.dtype if isinstance(result, torch.Tensor) else None
+    if len(args) == 1:
+        return dtype or torch.get_default_dtype()
+    dtype = torch.result_type(_proxy(args[0]), _proxy(args[1]))
+    for a in args[2:]:
+        dtype = torch.result_type(torch.empty((1,), dtype=dtype), _proxy(a))
+    return dtype
+
+
+def norm_axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+def norm_axes(axes: Sequence[int] | None, rank: int) -> list[int]:
+    if axes is None or len(axes) == 0:
+        return list(range(rank))
+    return sorted(norm_axis(a, rank) for a in axes)
+
+
+def int_list(ctx: LoweringContext, values: Sequence[int], suffix: str = "shape") -> Value:
+    """An int64 1-D ``Const`` (shapes, axes, perms for GE's const-input ops)."""
+    return ctx.const(torch.tensor(list(values), dtype=torch.int64), torch.int64, suffix)
+
+
+def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...]:
+    return tuple(torch.broadcast_shapes(*[torch.Size(s) for s in shapes]))

@@ -1,0 +1,118 @@
+"""FX (aten) graph -> GE graph: placeholders become ``Data``, each call becomes the GE ops
+its converter emits, the output becomes ``NetOutput``."""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.fx.node import map_arg
+
+from npu_inductor.config import NpuConfig
+from npu_inductor.ge.ir import Graph, GraphBuilder, Value
+from npu_inductor.lowering.context import LoweringContext, static_shape
+from npu_inductor.lowering.registry import bind, lookup, refusal
+
+
+class LoweringError(RuntimeError):
+    """An FX node that cannot become GE ops; the message names the op and source line."""
+
+
+@dataclass(frozen=True)
+class OutputSlot:
+    """Where one FX output comes from: a GE output, a graph input, or a constant."""
+
+    kind: str  # "ge" | "input" | "const"
+    index: int = 0
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class LoweredGraph:
+    graph: Graph
+    data_inputs: tuple[int, ...]  # FX placeholder positions feeding Data 0..n-1
+    outputs: tuple[OutputSlot, ...]
+
+
+def source_line(node: torch.fx.Node) -> str:
+    """The user's source line recorded by Dynamo for ``node`` (best effort)."""
+    trace = node.meta.get("stack_trace") or ""
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', trace)
+    if not frames:
+        return "<unknown source>"
+    path, line, fn, code = frames[-1]
+    return f"{path}:{line} in {fn}: {code.strip()}"
+
+
+def describe(node: torch.fx.Node) -> str:
+    return f"{node.target} (FX node {node.name!r}) at {source_line(node)}"
+
+
+def lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig) -> LoweredGraph:
+    """Lower ``gm`` (real tensors only: constants are built outside any fake mode)."""
+    with unset_fake_temporarily():
+        return _lower_graph(gm, name, config)
+
+
+def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig) -> LoweredGraph:
+    builder = GraphBuilder(name)
+    ctx = LoweringContext(builder, config)
+    env: dict[torch.fx.Node, Any] = {}
+    data_inputs: list[int] = []
+    placeholders: dict[torch.fx.Node, int] = {}
+    outputs: tuple[OutputSlot, ...] = ()
+    for node in gm.graph.nodes:
+        ctx.node = node
+        if node.op == "placeholder":
+            position = len(placeholders)
+            placeholders[node] = position
+            val = node.meta.get("val")
+            if isinstance(val, torch.Tensor):
+                data_inputs.append(position)
+                env[node] = builder.data(val.dtype, static_shape(val.shape), node.name)
+            else:
+                env[node] = val
+        elif node.op == "call_function":
+            env[node] = _lower_call(ctx, node, env)
+        elif node.op == "output":
+            outputs = _lower_output(builder, node.args[0], env, placeholders)
+        else:
+            raise LoweringError(f"unsupported FX node kind {node.op!r}: {node.format_node()}")
+    return LoweredGraph(builder.build(), tuple(data_inputs), outputs)
+
+
+def _lower_call(ctx: LoweringContext, node: torch.fx.Node, env: dict) -> Any:
+    if node.target is operator.getitem:
+        return env[node.args[0]][node.args[1]]
+    reason = refusal(node)
+    if reason is not None:
+        raise LoweringError(f"cannot lower {describe(node)}: {reason}")
+    spec = lookup(node.target)
+    args = map_arg(node.args, lambda n: env[n])
+    kwargs = map_arg(node.kwargs, lambda n: env[n])
+    try:
+        return spec.fn(ctx, **bind(node.target, args, kwargs))
+    except LoweringError:
+        raise
+    except Exception as e:  # converter bugs and spec violations name the op and source
+        raise LoweringError(f"lowering {describe(node)} failed: {type(e).__name__}: {e}") from e
+
+
+def _lower_output(builder: GraphBuilder, results: Any, env: dict,
+                  placeholders: dict) -> tuple[OutputSlot, ...]:
+    slots: list[OutputSlot] = []
+    values: list[Value] = []
+    for r in (results if isinstance(results, (tuple, list)) else (results,)):
+        if isinstance(r, torch.fx.Node) and r in placeholders:
+            slots.append(OutputSlot("input", placeholders[r]))
+        elif isinstance(r, torch.fx.Node) and isinstance(env[r], Value):
+            slots.append(OutputSlot("ge", len(values)))
+            values.append(env[r])
+        else:
+            slots.append(OutputSlot("const", value=env[r] if isinstance(r, torch.fx.Node) else r))
+    builder.output(values)
+    return tuple(slots)

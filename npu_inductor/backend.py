@@ -1,0 +1,67 @@
+"""The ``npu`` / ``npu_inductor`` torch.compile backend.
+
+settings -> AOTAutograd (decompose, forward/backward split) -> passes -> lower -> compile
+-> wrap; each FX graph AOTAutograd produces goes through ``compile_fx_graph``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import warnings
+from typing import Any
+
+import torch
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.partitioners import default_partition
+
+from npu_inductor.compile_fx import compile_fx_graph
+from npu_inductor.config import NpuConfig, resolve
+from npu_inductor.lowering.decompositions import decomposition_table
+
+log = logging.getLogger("npu_inductor")
+CLASH_MESSAGE = (
+    "torch_npu (torchair) has registered the torch.compile backend name 'npu', so "
+    "backend='npu' runs torchair, not npu_inductor. Use backend='npu_inductor' for this "
+    "compiler.")
+
+
+def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
+                options: dict[str, Any] | None = None, mode: str | None = None) -> Any:
+    """``torch.compile(model, backend="npu", options={...})`` lands here."""
+    config = resolve(options)
+    warn_if_name_clash()
+    return make_aot_backend(config)(gm, example_inputs)
+
+
+def make_aot_backend(config: NpuConfig) -> Any:
+    compile_fn = functools.partial(compile_fx_graph, config=config)
+    return aot_autograd(
+        fw_compiler=functools.partial(compile_fn, kind="forward"),
+        bw_compiler=functools.partial(compile_fn, kind="backward"),
+        inference_compiler=functools.partial(compile_fn, kind="inference"),
+        decompositions=decomposition_table(),
+        partition_fn=default_partition,
+        keep_inference_input_mutations=False,
+    )
+
+
+def npu_name_owner() -> Any:
+    """The compiler function registered under ``npu`` (None when not resolved yet)."""
+    from torch._dynamo.backends.registry import _COMPILER_FNS
+
+    return _COMPILER_FNS.get("npu")
+
+
+@functools.cache
+def _warn_clash() -> None:
+    warnings.warn(CLASH_MESSAGE, stacklevel=3)
+    log.warning(CLASH_MESSAGE)
+
+
+def warn_if_name_clash() -> bool:
+    owner = npu_name_owner()
+    if owner is not None and owner is not npu_backend:
+        _warn_clash()
+        return True
+    return False

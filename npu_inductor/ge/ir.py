@@ -1,0 +1,229 @@
+"""GE IR records and the graph builder.
+
+[Note: GE IR in npu_inductor]
+A GE graph is a list of ops in topological order. Each op names its inputs with GE's edge
+strings (``"src:idx"`` for data, ``"src:-1"`` for control, ``""`` for an unfed optional
+input) and carries one ``TensorDesc`` per input and output, named after the prototype's
+ports (``x1``, ``x0..xN-1`` for dynamic inputs, ``y``). Attributes keep the prototype's
+attr type next to the value so that serialization picks the right ``AttrDef`` field.
+Records are frozen; the builder checks every op against the op-spec table as it is added,
+so an op a real GE would reject never exists.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from npu_inductor.ge import op_specs
+from npu_inductor.ge.op_specs import OpSpecError
+
+DYNAMIC_DIM = -1
+
+
+@dataclass(frozen=True)
+class TensorDesc:
+    name: str
+    dtype: torch.dtype | None
+    shape: tuple[int, ...]
+    layout: str = "ND"
+    unfed: bool = False  # unfed optional input (GE: ``_is_unfed_optional``)
+
+
+@dataclass(frozen=True)
+class Attr:
+    """An attribute value with its prototype type (``Int``, ``ListInt``, ``Type``...)."""
+
+    type: str
+    value: Any
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Attr) or other.type != self.type:
+            return False
+        if self.type == "Tensor":
+            a, b = self.value, other.value
+            return a.dtype == b.dtype and a.shape == b.shape and bool(torch.equal(a, b))
+        return _plain(self.value) == _plain(other.value)
+
+
+def _plain(v: Any) -> Any:
+    return [_plain(x) for x in v] if isinstance(v, (list, tuple)) else v
+
+
+@dataclass(frozen=True)
+class OpNode:
+    name: str
+    type: str
+    inputs: tuple[str, ...]
+    attrs: dict[str, Attr] = field(default_factory=dict)
+    input_descs: tuple[TensorDesc, ...] = ()
+    output_descs: tuple[TensorDesc, ...] = ()
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        a = self.attrs.get(name)
+        return default if a is None else a.value
+
+
+@dataclass(frozen=True)
+class Graph:
+    name: str
+    ops: tuple[OpNode, ...]
+    attrs: dict[str, Attr] = field(default_factory=dict)
+
+    def data_ops(self) -> list[OpNode]:
+        return sorted((op for op in self.ops if op.type == "Data"), key=lambda o: o.attr("index"))
+
+    def net_output(self) -> OpNode:
+        return next(op for op in self.ops if op.type == "NetOutput")
+
+    def op_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for op in self.ops:
+            counts[op.type] = counts.get(op.type, 0) + 1
+        return counts
+
+
+@dataclass(frozen=True)
+class Value:
+    """A GE tensor under construction: output ``index`` of op ``op``."""
+
+    op: str
+    index: int
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+
+    @property
+    def edge(self) -> str:
+        return f"{self.op}:{self.index}"
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+OutSpec = tuple[torch.dtype, Sequence[int]]
+_NAME_OK = re.compile(r"[^A-Za-z0-9_./-]")
+
+
+def sanitize_name(name: str) -> str:
+    """GE op names: keep them printable and free of edge separators (``:``)."""
+    return _NAME_OK.sub("_", name) or "op"
+
+
+class GraphBuilder:
+    """Builds a ``Graph`` op by op, checking each op against its prototype."""
+
+    def __init__(self, name: str) -> None:
+        self.name = sanitize_name(name)
+        self._ops: list[OpNode] = []
+        self._names: dict[str, int] = {}
+        self._num_data = 0
+        self._has_output = False
+
+    def unique(self, base: str) -> str:
+        """A graph-unique op name derived from ``base`` (``base``, ``base_1``, ...)."""
+        base = sanitize_name(base)
+        name, n = base, self._names.get(base, 0)
+        while name in self._names:
+            n += 1
+            name = f"{base}_{n}"
+        self._names[base] = n
+        self._names.setdefault(name, 0)
+        return name
+
+    def data(self, dtype: torch.dtype, shape: Sequence[int], name: str) -> Value:
+        desc_shape = tuple(int(d) for d in shape)
+        index = self._num_data
+        self._num_data += 1
+        op = OpNode(self.unique(name), "Data", (), {"index": Attr("Int", index)},
+                    (TensorDesc("x", dtype, desc_shape),), (TensorDesc("y", dtype, desc_shape),))
+        self._ops.append(op)
+        return Value(op.name, 0, dtype, desc_shape)
+
+    def const(self, tensor: torch.Tensor, name: str) -> Value:
+        t = tensor.detach().to("cpu").contiguous().clone()
+        op = OpNode(self.unique(name), "Const", (), {"value": Attr("Tensor", t)}, (),
+                    (TensorDesc("y", t.dtype, tuple(t.shape)),))
+        self._ops.append(op)
+        return Value(op.name, 0, t.dtype, tuple(t.shape))
+
+    def op(self, op_type: str, name: str, inputs: Sequence[Value | Sequence[Value] | None],
+           attrs: dict[str, Any] | None = None, outputs: Sequence[OutSpec] = ()) -> tuple[Value, ...]:
+        """Add one op. ``inputs`` follow the prototype's input order; a dynamic input takes a
+        list; ``None`` (or a missing trailing input) leaves an optional input unfed."""
+        spec = op_specs.get_spec(op_type)
+        attrs = dict(attrs or {})
+        op_specs.check_attrs(spec, attrs)
+        edges, descs = self._wire_inputs(spec, list(inputs))
+        typed = {k: Attr(spec.attrs[k].type, _freeze(v)) for k, v in sorted(attrs.items())}
+        out_descs = self._out_descs(spec, outputs)
+        node = OpNode(self.unique(name), op_type, tuple(edges), typed, tuple(descs), out_descs)
+        self._ops.append(node)
+        return tuple(Value(node.name, i, d.dtype, d.shape) for i, d in enumerate(out_descs))
+
+    def _wire_inputs(self, spec: op_specs.OpSpec, inputs: list) -> tuple[list[str], list]:
+        if len(inputs) > len(spec.inputs):
+            raise OpSpecError(f"{spec.type}: {len(inputs)} inputs given, prototype has "
+                              f"{len(spec.inputs)}: {[p.name for p in spec.inputs]}")
+        edges: list[str] = []
+        descs: list[TensorDesc] = []
+        for i, port in enumerate(spec.inputs):
+            given = inputs[i] if i < len(inputs) else None
+            if port.kind == "dynamic":
+                values = list(given or [])
+                for k, v in enumerate(values):
+                    op_specs.check_input_dtype(spec, port, v.dtype)
+                    edges.append(v.edge)
+                    descs.append(TensorDesc(f"{port.name}{k}", v.dtype, v.shape))
+            elif given is None:
+                if port.kind == "required":
+                    raise OpSpecError(f"{spec.type}: required input {port.name!r} is missing")
+                edges.append("")
+                descs.append(TensorDesc(port.name, None, (), "FORMAT_RESERVED", unfed=True))
+            else:
+                op_specs.check_input_dtype(spec, port, given.dtype)
+                edges.append(given.edge)
+                descs.append(TensorDesc(port.name, given.dtype, given.shape))
+        return _trim_unfed(edges, descs)
+
+    @staticmethod
+    def _out_descs(spec: op_specs.OpSpec, outputs: Sequence[OutSpec]) -> tuple[TensorDesc, ...]:
+        ports = spec.outputs
+        if ports and ports[-1].kind == "dynamic":
+            names = [p.name for p in ports[:-1]]
+            names += [f"{ports[-1].name}{k}" for k in range(len(outputs) - len(names))]
+        else:
+            if len(outputs) != len(ports):
+                raise OpSpecError(f"{spec.type}: {len(outputs)} outputs described, prototype "
+                                  f"has {len(ports)}: {[p.name for p in ports]}")
+            names = [p.name for p in ports]
+        return tuple(TensorDesc(n, dt, tuple(int(d) for d in shape))
+                     for n, (dt, shape) in zip(names, outputs))
+
+    def output(self, values: Sequence[Value]) -> None:
+        if self._has_output:
+            raise OpSpecError("graph already has a NetOutput")
+        self._has_output = True
+        descs = tuple(TensorDesc(f"input{k}", v.dtype, v.shape) for k, v in enumerate(values))
+        self._ops.append(OpNode(self.unique("NetOutput"), "NetOutput", tuple(v.edge for v in values), {},
+                                descs, ()))
+
+    def build(self, attrs: dict[str, Attr] | None = None) -> Graph:
+        return Graph(self.name, tuple(self._ops), dict(attrs or {}))
+
+
+def _trim_unfed(edges: list[str], descs: list[TensorDesc]) -> tuple[list[str], list]:
+    """GE lets trailing unfed optional inputs be omitted; keep the op compact."""
+    while edges and edges[-1] == "":
+        edges.pop()
+        descs.pop()
+    return edges, descs
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    return v

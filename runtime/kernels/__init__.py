@@ -1,0 +1,25 @@
+"""Host kernels: GE op semantics implemented with torch CPU kernels, keyed by GE op type.
+
+A kernel is called as ``fn(*inputs, **attrs)``: inputs in prototype order (an unfed
+optional input is ``None``, a dynamic input is a list), attrs as decoded Python values
+(``Type`` attrs as torch dtypes). It returns a tensor or a tuple of tensors.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+KERNELS: dict[str, Callable] = {}
+
+
+def kernel(*op_types: str) -> Callable:
+    def deco(fn: Callable) -> Callable:
+        for t in op_types:
+            if t in KERNELS:
+                raise ValueError(f"duplicate host kernel for {t}")
+            KERNELS[t] = fn
+        return fn
+    return deco
+
+
+from npu_inductor.runtime.kernels import array, elementwise, math  # noqa: E402,F401

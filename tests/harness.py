@@ -1,0 +1,75 @@
+"""One numerics harness: compile with backend="npu", compare with eager, forward and
+backward; and a recorder of the GE graphs each compile produced."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from typing import Any, Callable, Iterator
+
+import torch
+
+from npu_inductor.compile_fx import COMPILE_HOOKS, CompiledGraph
+
+FP32_RTOL = 1e-5
+FP32_ATOL = 1e-5
+
+
+@contextlib.contextmanager
+def record_graphs() -> Iterator[list[CompiledGraph]]:
+    """Collect every CompiledGraph compiled inside the block."""
+    seen: list[CompiledGraph] = []
+    COMPILE_HOOKS.append(seen.append)
+    try:
+        yield seen
+    finally:
+        COMPILE_HOOKS.remove(seen.append)
+
+
+def _tree_tensors(x: Any) -> list[torch.Tensor]:
+    return [t for t in torch.utils._pytree.tree_leaves(x) if isinstance(t, torch.Tensor)]
+
+
+def assert_close(actual: Any, expected: Any, rtol: float, atol: float, what: str) -> None:
+    a, e = _tree_tensors(actual), _tree_tensors(expected)
+    assert len(a) == len(e), f"{what}: {len(a)} tensors vs {len(e)} in eager"
+    for i, (x, y) in enumerate(zip(a, e)):
+        torch.testing.assert_close(x, y, rtol=rtol, atol=atol, msg=lambda m: f"{what}[{i}]: {m}")
+
+
+def check_model(model: torch.nn.Module, inputs: tuple, *, train: bool = True,
+                rtol: float = FP32_RTOL, atol: float = FP32_ATOL,
+                options: dict | None = None) -> list[CompiledGraph]:
+    """Compiled vs eager: outputs, and with ``train`` every parameter gradient and buffer.
+    Returns the GE graphs compiled (at least one, or the GE path did not run)."""
+    torch._dynamo.reset()
+    eager = copy.deepcopy(model).train(train)
+    compiled_model = copy.deepcopy(model).train(train)
+    compiled = torch.compile(compiled_model, backend="npu", options=options)
+    with record_graphs() as graphs:
+        with torch.set_grad_enabled(train):
+            expected = eager(*inputs)
+            actual = compiled(*inputs)
+        assert_close(actual, expected, rtol, atol, "output")
+        if train:
+            grads = [torch.randn_like(t) for t in _tree_tensors(expected)]
+            torch.autograd.backward(_tree_tensors(expected), grads)
+            torch.autograd.backward(_tree_tensors(actual), grads)
+            for (name, p), (_, q) in zip(eager.named_parameters(), compiled_model.named_parameters()):
+                assert q.grad is not None, f"no gradient for {name}"
+                assert_close(q.grad, p.grad, rtol, atol, f"grad {name}")
+        for (name, b), (_, c) in zip(eager.named_buffers(), compiled_model.named_buffers()):
+            assert_close(c, b, rtol, atol, f"buffer {name}")
+    assert graphs, "no GE graph was compiled"
+    return graphs
+
+
+def check_fn(fn: Callable, *inputs: Any, rtol: float = FP32_RTOL, atol: float = FP32_ATOL,
+             options: dict | None = None) -> list[CompiledGraph]:
+    """Compiled vs eager for a plain function (forward only)."""
+    torch._dynamo.reset()
+    with record_graphs() as graphs:
+        actual = torch.compile(fn, backend="npu", options=options)(*inputs)
+    assert_close(actual, fn(*inputs), rtol, atol, "output")
+    assert graphs, "no GE graph was compiled"
+    return graphs
