@@ -1,7 +1,6 @@
 """The four reference models match eager, forward and backward, in float32."""
 
 import pytest
-import torch
 from harness import check_model
 from models import make
 
