@@ -16,6 +16,7 @@ import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from npu_inductor import codegen
+from npu_inductor.atc import compile_om
 from npu_inductor.config import NpuConfig
 from npu_inductor.ge import format_graph, to_air, to_pbtxt
 from npu_inductor.graph_passes import run_passes
@@ -89,7 +90,8 @@ def load_graph(lowered: LoweredGraph, config: NpuConfig) -> CompiledGraph:
     air = to_air(lowered.graph)
     source = codegen.executor_source(lowered.graph, device.kind)
     module = codegen.load_executor(source, lowered.graph.name)
-    executor = module.Executor(device, air)
+    model = compile_om(lowered.graph, air, config) if device.kind == "acl" else air
+    executor = module.Executor(device, model)
     executor.source = source
     return CompiledGraph(lowered.graph.name, lowered, executor, air)
 
