@@ -40,6 +40,7 @@ _TO_CPP = {t: c for t, _, c, _ in _TABLE}
 _FROM_CPP = {c: t for t, _, c, _ in _TABLE}
 _TO_NAME = {t: n for t, _, _, n in _TABLE}
 _FROM_NAME = {n: t for t, _, _, n in _TABLE}
+_FROM_NAME["DT_FLOAT32"] = torch.float32  # alias that some REG_OP headers spell out
 
 
 class UnsupportedDtypeError(TypeError):
