@@ -23,3 +23,4 @@ def kernel(*op_types: str) -> Callable:
 
 
 from npu_inductor.runtime.kernels import array, elementwise, math  # noqa: E402,F401
+from npu_inductor.runtime.kernels import nn  # noqa: E402,F401

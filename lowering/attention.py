@@ -1,0 +1,148 @@
+"""Scaled dot-product attention (the CPU flash kernel torch emits for
+``F.scaled_dot_product_attention``) lowered to plain GE ops.
+
+    scores = scale * Q @ K^T (+ causal / user mask);  P = SoftmaxV2(scores);  O = P @ V
+    logsumexp = ReduceLogSumExp(scores)
+
+Grouped-query attention (``Hq = g * Hk``) needs no key/value repeat: query head ``h`` uses
+key head ``h // g``, so ``Q`` reshaped to ``(B, Hk, g * L, D)`` multiplies the shared ``K``
+directly, and in the backward the ``dK``/``dV`` matmuls sum over the group by themselves.
+The backward recomputes ``P`` and uses ``SoftmaxGrad``:
+
+    dV = P^T dO;  dP = dO V^T;  dS = scale * SoftmaxGrad(P, dP);  dQ = dS K;  dK = dS^T Q
+
+The fused ``FlashAttentionScore`` is the fusion passes' job (and float16/bfloat16 only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from npu_inductor.lowering.context import LoweringContext
+from npu_inductor.lowering.helpers import cast, int_list
+from npu_inductor.lowering.registry import register
+
+from npu_inductor.ge.ir import Value
+
+aten = torch.ops.aten
+
+
+@dataclass(frozen=True)
+class _Dims:
+    b: int
+    hq: int
+    hk: int
+    lq: int
+    s: int
+
+    @property
+    def g(self) -> int:
+        return self.hq // self.hk
+
+
+def _dims(query: Value, key: Value) -> _Dims:
+    b, hq, lq, _ = query.shape
+    return _Dims(b, hq, key.shape[1], lq, key.shape[2])
+
+
+def _reshape(ctx: LoweringContext, v: Value, shape, suffix: str) -> Value:
+    shape = tuple(shape)
+    if shape == v.shape:
+        return v
+    return ctx.op("Reshape", [v, int_list(ctx, shape)], out=(v.dtype, shape), suffix=suffix)
+
+
+def _grouped(ctx: LoweringContext, v: Value, d: _Dims, suffix: str) -> Value:
+    """(B, Hq, L, X) -> (B, Hk, g * L, X)."""
+    return _reshape(ctx, v, (d.b, d.hk, d.g * d.lq, v.shape[-1]), suffix)
+
+
+def _bmm(ctx: LoweringContext, a: Value, b: Value, shape, suffix: str, adj_x1=False,
+         adj_x2=False) -> Value:
+    return ctx.op("BatchMatMulV2", [a, b], {"adj_x1": adj_x1, "adj_x2": adj_x2},
+                  out=(a.dtype, tuple(shape)), suffix=suffix)
+
+
+def _mask(ctx: LoweringContext, d: _Dims, dtype: torch.dtype, is_causal: bool,
+          attn_mask: Value | None) -> list[Value]:
+    """Additive masks, shaped to broadcast against (B, Hk, g, L, S) scores."""
+    masks = []
+    if is_causal:
+        keep = torch.ones(d.lq, d.s, dtype=torch.bool).tril()
+        bias = torch.zeros(d.lq, d.s).masked_fill(~keep, float("-inf"))
+        masks.append(ctx.const(bias, dtype, "causal_mask"))
+    if attn_mask is not None:
+        m = attn_mask
+        if m.dtype == torch.bool:
+            zero, ninf = ctx.const(0.0, dtype), ctx.const(float("-inf"), dtype)
+            m = ctx.op("SelectV2", [m, zero, ninf], out=(dtype, m.shape), suffix="mask_bias")
+        shape = (1,) * (4 - m.rank) + tuple(m.shape)
+        heads = (d.hk, d.g) if shape[1] == d.hq else (1, 1)
+        masks.append(_reshape(ctx, cast(ctx, m, dtype), (shape[0], *heads, *shape[2:]),
+                              "mask_shape"))
+    return masks
+
+
+def _scores(ctx: LoweringContext, qg: Value, key: Value, d: _Dims, scale: float,
+            masks: list[Value]) -> Value:
+    """Scaled, masked scores shaped (B, Hk, g, L, S)."""
+    s = _bmm(ctx, qg, key, (d.b, d.hk, d.g * d.lq, d.s), "qk", adj_x2=True)
+    s = ctx.op("Mul", [s, ctx.const(scale, s.dtype)], out=(s.dtype, s.shape), suffix="scale")
+    s = _reshape(ctx, s, (d.b, d.hk, d.g, d.lq, d.s), "scores5d")
+    for m in masks:
+        s = ctx.op("Add", [s, m], out=(s.dtype, s.shape), suffix="masked")
+    return s
+
+
+def _probs(ctx: LoweringContext, scores: Value, d: _Dims) -> Value:
+    p = ctx.op("SoftmaxV2", [scores], {"axes": [-1]}, out=(scores.dtype, scores.shape),
+               suffix="probs")
+    return _reshape(ctx, p, (d.b, d.hk, d.g * d.lq, d.s), "probs3d")
+
+
+def _scale(query: Value, scale: float | None) -> float:
+    return scale if scale is not None else query.shape[-1] ** -0.5
+
+
+def _capability(node: torch.fx.Node) -> str | None:
+    dropout = node.args[3] if len(node.args) > 3 else node.kwargs.get("dropout_p", 0.0)
+    if node.target is aten._scaled_dot_product_flash_attention_for_cpu_backward.default:
+        dropout = node.args[6]
+    return "attention dropout is not lowered to GE" if dropout else None
+
+
+@register(aten._scaled_dot_product_flash_attention_for_cpu.default, capability=_capability)
+def sdpa_flash_cpu(ctx, query, key, value, dropout_p=0.0, is_causal=False, attn_mask=None,
+                   scale=None):
+    """_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)"""
+    d = _dims(query, key)
+    qg = _grouped(ctx, query, d, "q_grouped")
+    scores = _scores(ctx, qg, key, d, _scale(query, scale),
+                     _mask(ctx, d, query.dtype, is_causal, attn_mask))
+    out = _bmm(ctx, _probs(ctx, scores, d), value, (d.b, d.hk, d.g * d.lq, value.shape[-1]),
+               "pv")
+    (_, out_shape), (lse_dtype, lse_shape) = ctx.out_specs()
+    lse = ctx.op("ReduceLogSumExp", [cast(ctx, scores, lse_dtype), int_list(ctx, [-1], "axes")],
+                 {"keep_dims": False}, out=(lse_dtype, (d.b, d.hk, d.g, d.lq)), suffix="lse")
+    return _reshape(ctx, out, out_shape, "out"), _reshape(ctx, lse, lse_shape, "lse_shape")
+
+
+@register(aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
+          capability=_capability)
+def sdpa_flash_cpu_backward(ctx, grad_out, query, key, value, out, logsumexp, dropout_p,
+                            is_causal, attn_mask=None, scale=None):
+    """_scaled_dot_product_flash_attention_for_cpu_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, float dropout_p, bool is_causal, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)"""
+    d, sc = _dims(query, key), _scale(query, scale)
+    qg = _grouped(ctx, query, d, "q_grouped")
+    p = _probs(ctx, _scores(ctx, qg, key, d, sc, _mask(ctx, d, query.dtype, is_causal,
+                                                        attn_mask)), d)
+    dog = _grouped(ctx, cast(ctx, grad_out, query.dtype), d, "do_grouped")
+    dv = _bmm(ctx, p, dog, value.shape, "dv", adj_x1=True)
+    dp = _bmm(ctx, dog, value, p.shape, "dp", adj_x2=True)
+    ds = ctx.op("SoftmaxGrad", [p, dp], {"axes": [-1]}, out=(p.dtype, p.shape), suffix="ds")
+    ds = ctx.op("Mul", [ds, ctx.const(sc, ds.dtype)], out=(ds.dtype, ds.shape),
+                suffix="ds_scale")
+    dq = _bmm(ctx, ds, key, qg.shape, "dq")
+    dk = _bmm(ctx, ds, qg, key.shape, "dk", adj_x1=True)
+    return _reshape(ctx, dq, query.shape, "dq_shape"), dk, dv

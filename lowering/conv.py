@@ -1,0 +1,142 @@
+"""Convolution converters: convolution (1d/2d, plain and transposed) and its backward.
+
+2-D convolutions map to ``Conv2D`` / ``Conv2DBackpropInput`` / ``Conv2DBackpropFilter`` in
+NCHW; a 1-D convolution runs as a 2-D one over an inserted ``H = 1`` axis. A transposed
+convolution is the input-gradient of the plain one, so it lowers to ``Conv2DBackpropInput``
+(``Conv2DTranspose`` has no float32 prototype). ``Conv3D`` is float16-only in GE: 3-D
+convolutions are refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from npu_inductor.lowering.context import LoweringContext
+from npu_inductor.lowering.helpers import cast, int_list
+from npu_inductor.lowering.registry import register
+
+from npu_inductor.ge.ir import Value
+
+aten = torch.ops.aten
+# Conv2DBackpropInput / Conv2DBackpropFilter take no bfloat16: they run in float32.
+_BACKPROP_DTYPES = (torch.float16, torch.float32)
+
+
+def _spatial_rank(node: torch.fx.Node) -> int:
+    weight = node.args[2] if node.target is aten.convolution_backward.default else node.args[1]
+    return weight.meta["val"].dim() - 2
+
+
+def _conv_capability(node: torch.fx.Node) -> str | None:
+    if _spatial_rank(node) not in (1, 2):
+        return f"{_spatial_rank(node)}-d convolution: GE Conv3D has no float32 prototype"
+    return None
+
+
+def _nchw(values: Sequence[int], fill: int) -> list[int]:
+    """A 1- or 2-element spatial attr -> GE's NCHW-ordered 4-element list."""
+    hw = list(values) if len(values) == 2 else [fill, *values]
+    return [fill, fill, *hw]
+
+
+def _pads(padding: Sequence[int]) -> list[int]:
+    hw = list(padding) if len(padding) == 2 else [0, *padding]
+    return [hw[0], hw[0], hw[1], hw[1]]
+
+
+def _conv_attrs(stride, padding, dilation, groups) -> dict[str, Any]:
+    return {"strides": _nchw(stride, 1), "pads": _pads(padding),
+            "dilations": _nchw(dilation, 1), "groups": int(groups), "data_format": "NCHW"}
+
+
+def _to_2d(ctx: LoweringContext, v: Value | None, suffix: str) -> Value | None:
+    """Insert ``H = 1`` before the last axis of a 1-D conv operand (N,C,L) -> (N,C,1,L)."""
+    if v is None or v.rank == 4:
+        return v
+    shape = (*v.shape[:-1], 1, v.shape[-1])
+    return ctx.op("Reshape", [v, int_list(ctx, shape)], out=(v.dtype, shape), suffix=suffix)
+
+
+def _from_2d(ctx: LoweringContext, v: Value, shape: Sequence[int], suffix: str) -> Value:
+    if tuple(shape) == v.shape:
+        return v
+    return ctx.op("Reshape", [v, int_list(ctx, shape)], out=(v.dtype, tuple(shape)),
+                  suffix=suffix)
+
+
+def _shape_2d(shape: Sequence[int]) -> tuple[int, ...]:
+    return tuple(shape) if len(shape) == 4 else (*shape[:-1], 1, shape[-1])
+
+
+def _add_bias(ctx: LoweringContext, y: Value, bias: Value) -> Value:
+    shape = (bias.shape[0], 1, 1)
+    b = ctx.op("Reshape", [cast(ctx, bias, y.dtype), int_list(ctx, shape)],
+               out=(y.dtype, shape), suffix="bias_shape")
+    return ctx.op("Add", [y, b], out=(y.dtype, y.shape), suffix="bias")
+
+
+def _backprop_input(ctx: LoweringContext, size: Sequence[int], weight: Value, grad: Value,
+                    attrs: dict[str, Any], suffix: str) -> Value:
+    dtype = grad.dtype if grad.dtype in _BACKPROP_DTYPES else torch.float32
+    sizes = ctx.const(torch.tensor(list(size), dtype=torch.int32), torch.int32, "input_size")
+    y = ctx.op("Conv2DBackpropInput", [sizes, cast(ctx, weight, dtype), cast(ctx, grad, dtype)],
+               attrs, out=(dtype, tuple(size)), suffix=suffix)
+    return cast(ctx, y, grad.dtype)
+
+
+def _backprop_filter(ctx: LoweringContext, x: Value, size: Sequence[int], grad: Value,
+                     attrs: dict[str, Any], suffix: str) -> Value:
+    dtype = grad.dtype if grad.dtype in _BACKPROP_DTYPES else torch.float32
+    sizes = ctx.const(torch.tensor(list(size), dtype=torch.int32), torch.int32, "filter_size")
+    y = ctx.op("Conv2DBackpropFilter", [cast(ctx, x, dtype), sizes, cast(ctx, grad, dtype)],
+               attrs, out=(dtype, tuple(size)), suffix=suffix)
+    return cast(ctx, y, grad.dtype)
+
+
+@register(aten.convolution.default, capability=_conv_capability)
+def convolution(ctx, input, weight, bias, stride, padding, dilation, transposed, output_padding,
+                groups):
+    """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
+    out_dtype, out_shape = ctx.out_specs()[0]
+    x, w = _to_2d(ctx, input, "x2d"), _to_2d(ctx, weight, "w2d")
+    attrs = _conv_attrs(stride, padding, dilation, groups)
+    shape2d = _shape_2d(out_shape)
+    if transposed:
+        y = _backprop_input(ctx, shape2d, w, x, attrs, "")
+    elif bias is not None and bias.dtype != torch.bfloat16:
+        y = ctx.op("Conv2D", [x, w, bias], attrs, out=(out_dtype, shape2d))
+        bias = None
+    else:
+        y = ctx.op("Conv2D", [x, w], attrs, out=(out_dtype, shape2d))
+    if bias is not None:
+        y = _add_bias(ctx, y, bias)
+    return _from_2d(ctx, y, out_shape, "y")
+
+
+@register(aten.convolution_backward.default, capability=_conv_capability)
+def convolution_backward(ctx, grad_output, input, weight, bias_sizes, stride, padding, dilation,
+                         transposed, output_padding, groups, output_mask):
+    """convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
+    dy, x, w = (_to_2d(ctx, v, s) for v, s in ((grad_output, "dy2d"), (input, "x2d"),
+                                                (weight, "w2d")))
+    attrs = _conv_attrs(stride, padding, dilation, groups)
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        if transposed:  # d(conv_transpose)/dx is the plain convolution of dy
+            grad_input = ctx.op("Conv2D", [dy, w], attrs, out=(dy.dtype, x.shape),
+                                suffix="dx")
+        else:
+            grad_input = _backprop_input(ctx, x.shape, w, dy, attrs, "dx")
+        grad_input = _from_2d(ctx, grad_input, input.shape, "dx_shape")
+    if output_mask[1]:
+        src, grad = (dy, x) if transposed else (x, dy)
+        grad_weight = _backprop_filter(ctx, src, w.shape, grad, attrs, "dw")
+        grad_weight = _from_2d(ctx, grad_weight, weight.shape, "dw_shape")
+    if output_mask[2]:
+        axes = [0, *range(2, grad_output.rank)]
+        grad_bias = ctx.op("ReduceSum", [grad_output, int_list(ctx, axes, "axes")],
+                           {"keep_dims": False}, out=(grad_output.dtype, (grad_output.shape[1],)),
+                           suffix="db")
+    return grad_input, grad_weight, grad_bias

@@ -1,0 +1,97 @@
+"""Normalization converters: batch norm (training, inference, backward), layer norm (+ backward).
+
+Training batch norm is ``BatchNormV3``: one op returns the output, the new running
+statistics (momentum update, unbiased running variance, as torch) and the saved mean and
+inverse std; its backward is ``BatchNormGradV3``. Inference uses ``BNInfer``. Layer norm is
+``LayerNormV4`` / ``LayerNormGradV3`` (mean and rstd keep the normalized axes as size 1).
+Absent optional affine parameters or statistics are fed as constants.
+"""
+
+from __future__ import annotations
+
+import torch
+from npu_inductor.lowering.context import LoweringContext
+from npu_inductor.lowering.helpers import cast, int_list
+from npu_inductor.lowering.registry import register
+
+from npu_inductor.ge.ir import Value
+
+aten = torch.ops.aten
+
+
+def _or_fill(ctx: LoweringContext, v: Value | None, fill: float, shape, dtype) -> Value:
+    """``v``, or a constant tensor of ``fill`` where an optional input is absent."""
+    if v is not None:
+        return v
+    return ctx.const(torch.full(tuple(shape), fill, dtype=dtype), dtype, f"fill{int(fill)}")
+
+
+def _channels(x: Value) -> int:
+    return x.shape[1]
+
+
+def _stat_dtype(x: Value) -> torch.dtype:
+    return torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+
+
+@register(aten._native_batch_norm_legit_functional.default)
+def batch_norm_functional(ctx, input, weight, bias, running_mean, running_var, training,
+                          momentum, eps):
+    """_native_batch_norm_legit_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""
+    c, pdtype = _channels(input), running_mean.dtype
+    w = _or_fill(ctx, weight, 1.0, (c,), pdtype)
+    b = _or_fill(ctx, bias, 0.0, (c,), pdtype)
+    y, save_mean, save_rstd, new_mean, new_var = ctx.out_specs()
+    outs = [y, new_mean, new_var, save_mean, save_rstd]  # GE output order
+    r = ctx.op("BatchNormV3", [input, w, b, running_mean, running_var],
+               {"epsilon": float(eps), "momentum": float(momentum), "is_training": bool(training)},
+               out=outs)
+    return r[0], r[3], r[4], r[1], r[2]
+
+
+@register(aten._native_batch_norm_legit_no_training.default)
+def batch_norm_no_training(ctx, input, weight, bias, running_mean, running_var, momentum, eps):
+    """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    c = _channels(input)
+    params = [cast(ctx, v, torch.float32) for v in (
+        _or_fill(ctx, weight, 1.0, (c,), running_mean.dtype),
+        _or_fill(ctx, bias, 0.0, (c,), running_mean.dtype), running_mean, running_var)]
+    y = ctx.op("BNInfer", [input, *params], {"epsilon": float(eps)}, out=ctx.out_specs()[0])
+    # torch returns empty saved statistics in inference mode
+    empties = [ctx.const(torch.empty(shape, dtype=dt), dt, "empty")
+               for dt, shape in ctx.out_specs()[1:]]
+    return (y, *empties)
+
+
+@register(aten.native_batch_norm_backward.default)
+def batch_norm_backward(ctx, grad_out, input, weight, running_mean, running_var, save_mean,
+                        save_invstd, train, eps, output_mask):
+    """native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
+    c, sdt = _channels(input), _stat_dtype(input)
+    pdt = weight.dtype if weight is not None else sdt
+    ins = [grad_out, input, _or_fill(ctx, weight, 1.0, (c,), pdt),
+           _or_fill(ctx, running_mean, 0.0, (c,), pdt), _or_fill(ctx, running_var, 1.0, (c,), pdt),
+           cast(ctx, _or_fill(ctx, save_mean, 0.0, (c,), sdt), torch.float32),
+           cast(ctx, _or_fill(ctx, save_invstd, 1.0, (c,), sdt), torch.float32)]
+    outs = [(input.dtype, input.shape), (pdt, (c,)), (pdt, (c,))]
+    dx, dw, db = ctx.op("BatchNormGradV3", ins, {"is_training": bool(train),
+                                                "epsilon": float(eps)}, out=outs)
+    return tuple(v if keep else None for v, keep in zip((dx, dw, db), output_mask))
+
+
+@register(aten.native_layer_norm.default)
+def native_layer_norm(ctx, input, normalized_shape, weight, bias, eps):
+    """native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
+    return ctx.op("LayerNormV4", [input, int_list(ctx, normalized_shape, "normalized_shape"),
+                                  weight, bias], {"epsilon": float(eps)})
+
+
+@register(aten.native_layer_norm_backward.default)
+def native_layer_norm_backward(ctx, grad_out, input, normalized_shape, mean, rstd, weight, bias,
+                               output_mask):
+    """native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
+    shape = tuple(normalized_shape)
+    gamma = _or_fill(ctx, weight, 1.0, shape, input.dtype)
+    outs = [(input.dtype, input.shape), (gamma.dtype, shape), (gamma.dtype, shape)]
+    r = ctx.op("LayerNormGradV3", [grad_out, input, rstd, mean, gamma], out=outs)
+    return tuple(v if keep else None for v, keep in zip(r, output_mask))

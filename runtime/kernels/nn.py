@@ -1,0 +1,206 @@
+"""Neural-network GE ops: convolution, pooling, normalization, softmax, embedding, losses.
+
+Each kernel implements the GE op's semantics with one fast torch CPU kernel (no Python
+loops over elements). GE spellings are kept: ``pads`` is ``[top, bottom, left, right]``,
+4-element ``strides``/``dilations`` are NCHW-ordered, shape inputs arrive as int tensors.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from npu_inductor.runtime.kernels import kernel
+
+from npu_inductor.ge.dtypes import from_cpp
+
+aten = torch.ops.aten
+REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+# ---- convolution ----------------------------------------------------------------------
+def _hw(values: list[int]) -> list[int]:
+    """The spatial entries of an NCHW-ordered 4-element attr."""
+    return list(values[2:])
+
+
+def _pad_input(x: torch.Tensor, pads: list[int]) -> tuple[torch.Tensor, list[int]]:
+    """Asymmetric GE pads -> an explicitly padded input and symmetric torch padding."""
+    top, bottom, left, right = pads
+    if top == bottom and left == right:
+        return x, [top, left]
+    return F.pad(x, (left, right, top, bottom)), [0, 0]
+
+
+@kernel("Conv2D")
+def conv2d(x, filter, bias=None, offset_w=None, strides=(), pads=(), dilations=(1, 1, 1, 1),
+           groups=1, data_format="NHWC", offset_x=0):
+    x, padding = _pad_input(x, list(pads))
+    return F.conv2d(x, filter, bias, _hw(strides), padding, _hw(dilations), groups)
+
+
+@kernel("Conv2DBackpropInput")
+def conv2d_backprop_input(input_size, filter, out_backprop, strides=(), pads=(),
+                          dilations=(1, 1, 1, 1), groups=1, data_format="NHWC"):
+    n, c, h, w = input_size.tolist()
+    top, left = pads[0], pads[2]
+    full = F.conv_transpose2d(out_backprop, filter, None, _hw(strides), 0, 0, groups,
+                              _hw(dilations))
+    # Rows/cols past the last window get no gradient: crop the padding, zero-fill the rest.
+    out = full.new_zeros((n, c, h, w))
+    rows = min(h, full.shape[2] - top)
+    cols = min(w, full.shape[3] - left)
+    out[:, :, :rows, :cols] = full[:, :, top:top + rows, left:left + cols]
+    return out
+
+
+@kernel("Conv2DBackpropFilter")
+def conv2d_backprop_filter(x, filter_size, out_backprop, strides=(), pads=(),
+                           dilations=(1, 1, 1, 1), groups=1, data_format="NHWC"):
+    x, padding = _pad_input(x, list(pads))
+    weight = x.new_empty(filter_size.tolist())
+    return aten.convolution_backward(out_backprop, x, weight, None, _hw(strides), padding,
+                                     _hw(dilations), False, [0, 0], groups,
+                                     [False, True, False])[1]
+
+
+# ---- pooling --------------------------------------------------------------------------
+@kernel("MaxPoolWithArgmaxV3")
+def max_pool_with_argmax_v3(x, ksize=(), strides=(), pads=(), dtype=3, dilation=(1, 1),
+                            ceil_mode=False, data_format="NCHW"):
+    y, argmax = aten.max_pool2d_with_indices(x, ksize, strides, pads, dilation, ceil_mode)
+    return y, argmax.to(from_cpp(dtype))
+
+
+@kernel("MaxPoolGradWithArgmaxV3")
+def max_pool_grad_with_argmax_v3(x, grad, argmax, ksize=(), strides=(), pads=(), dtype=3,
+                                 dilation=(1, 1), ceil_mode=False, data_format="NCHW"):
+    return aten.max_pool2d_with_indices_backward(grad, x, ksize, strides, pads, dilation,
+                                                 ceil_mode, argmax.long())
+
+
+def _avg_args(ksize, strides, pads, ceil_mode, exclusive, divisor_override):
+    top, bottom, left, right = pads
+    if top != bottom or left != right:
+        raise ValueError(f"asymmetric pads {pads} are not supported by the host AvgPoolV2")
+    return (_hw(ksize), _hw(strides), [top, left], ceil_mode, not exclusive,
+            divisor_override or None)
+
+
+@kernel("AvgPoolV2")
+def avg_pool_v2(x, ksize=(), strides=(), padding_mode="CALCULATED", pads=(0, 0, 0, 0),
+                data_format="NCHW", global_pooling=False, ceil_mode=False, exclusive=True,
+                divisor_override=0):
+    return F.avg_pool2d(x, *_avg_args(ksize, strides, pads, ceil_mode, exclusive,
+                                      divisor_override))
+
+
+@kernel("AvgPoolV2Grad")
+def avg_pool_v2_grad(orig_input_shape, input_grad, ksize=(), strides=(),
+                     padding_mode="CALCULATED", pads=(0, 0, 0, 0), data_format="NCHW",
+                     global_pooling=False, ceil_mode=False, exclusive=True, divisor_override=0):
+    like = input_grad.new_empty(()).expand(orig_input_shape.tolist())
+    return aten.avg_pool2d_backward(input_grad, like, *_avg_args(
+        ksize, strides, pads, ceil_mode, exclusive, divisor_override))
+
+
+# ---- normalization --------------------------------------------------------------------
+@kernel("BatchNormV3")
+def batch_norm_v3(x, weight, bias, running_mean, running_var, epsilon=1e-5, momentum=0.1,
+                  is_training=True):
+    y, save_mean, save_rstd, mean, var = aten._native_batch_norm_legit_functional(
+        x, weight, bias, running_mean, running_var, is_training, momentum, epsilon)
+    return y, mean, var, save_mean, save_rstd
+
+
+@kernel("BNInfer")
+def bn_infer(x, scale, offset, mean, variance, epsilon):
+    y = F.batch_norm(x.float(), mean, variance, scale, offset, False, 0.0, epsilon)
+    return y.to(x.dtype)
+
+
+@kernel("BatchNormGradV3")
+def batch_norm_grad_v3(dy, x, weight, running_mean, running_var, save_mean, save_rstd,
+                       is_training=True, epsilon=1e-5):
+    return aten.native_batch_norm_backward(dy, x, weight, running_mean, running_var, save_mean,
+                                           save_rstd, is_training, epsilon, [True, True, True])
+
+
+@kernel("LayerNormV4")
+def layer_norm_v4(x, normalized_shape, gamma=None, beta=None, epsilon=1e-5):
+    return aten.native_layer_norm(x, normalized_shape.tolist(), gamma, beta, epsilon)
+
+
+@kernel("LayerNormGradV3")
+def layer_norm_grad_v3(dy, x, rstd, mean, gamma):
+    return aten.native_layer_norm_backward(dy, x, list(gamma.shape), mean, rstd, gamma, gamma,
+                                           [True, True, True])
+
+
+# ---- softmax --------------------------------------------------------------------------
+@kernel("SoftmaxV2")
+def softmax_v2(x, axes=(-1,), half_to_float=False):
+    (axis,) = axes
+    return torch.softmax(x, axis, torch.float32 if half_to_float else None)
+
+
+@kernel("SoftmaxGrad")
+def softmax_grad(softmax, grad_softmax, axes=(-1,)):
+    (axis,) = axes
+    return aten._softmax_backward_data(grad_softmax, softmax, axis, softmax.dtype)
+
+
+@kernel("LogSoftmaxV2")
+def log_softmax_v2(logits, axes=(-1,)):
+    (axis,) = axes
+    return aten._log_softmax(logits, axis, False)
+
+
+@kernel("LogSoftmaxGrad")
+def log_softmax_grad(grad, x, axis=(-1,)):
+    (dim,) = axis
+    return aten._log_softmax_backward_data(grad, x, dim, x.dtype)
+
+
+@kernel("ReduceLogSumExp")
+def reduce_log_sum_exp(x, axes, keep_dims=False):
+    return torch.logsumexp(x, axes.tolist(), keep_dims)
+
+
+# ---- embedding ------------------------------------------------------------------------
+@kernel("GatherV2")
+def gather_v2(x, indices, axis, batch_dims=0, is_preprocessed=False,
+              negative_index_support=False):
+    a = int(axis) % x.dim()
+    flat = indices.reshape(-1).long()
+    if negative_index_support:
+        flat = torch.where(flat < 0, flat + x.shape[a], flat)
+    y = x.index_select(a, flat)
+    return y.reshape(x.shape[:a] + indices.shape + x.shape[a + 1:])
+
+
+@kernel("EmbeddingDenseGrad")
+def embedding_dense_grad(grad, indices, num_weights, padding_idx=-1, scale_grad_by_freq=False):
+    return aten.embedding_dense_backward(grad, indices, num_weights, padding_idx,
+                                         scale_grad_by_freq)
+
+
+# ---- losses ---------------------------------------------------------------------------
+@kernel("NLLLoss")
+def nll_loss(x, target, weight=None, reduction="mean", ignore_index=-100):
+    return aten.nll_loss_forward(x, target, weight, REDUCTIONS[reduction], ignore_index)
+
+
+@kernel("NLLLossGrad")
+def nll_loss_grad(x, y_grad, target, weight, total_weight, reduction="mean", ignore_index=-100):
+    return aten.nll_loss_backward(y_grad, x, target, weight, REDUCTIONS[reduction],
+                                  ignore_index, total_weight)
+
+
+@kernel("MseLoss")
+def mse_loss(predict, label, reduction="mean"):
+    return aten.mse_loss(predict, label, REDUCTIONS[reduction])
+
+
+@kernel("MseLossGrad")
+def mse_loss_grad(predict, label, dout, reduction="mean"):
+    return aten.mse_loss_backward(dout, predict, label, REDUCTIONS[reduction])

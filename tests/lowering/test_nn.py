@@ -1,0 +1,213 @@
+"""Convolution, pooling, normalization, softmax, embedding, attention and loss converters:
+compiled vs eager, forward and backward (input and parameter gradients)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from harness import assert_close, check_fn, check_model, record_graphs
+from torch import nn
+
+aten = torch.ops.aten
+# Convolutions / attention sum many products; float32 reassociation differs from eager's
+# kernels by a few ulps times the reduction length, so they get 1e-4 absolute.
+ACC = {"rtol": 1e-5, "atol": 1e-4}
+# bfloat16 has 8 mantissa bits, float16 11: one rounding of a result is ~4e-3 / ~5e-4.
+LOW = {torch.float16: {"rtol": 2e-3, "atol": 2e-3}, torch.bfloat16: {"rtol": 2e-2, "atol": 2e-2}}
+
+
+def ge_ops(graphs) -> set[str]:
+    return {op.type for g in graphs for op in g.lowered.graph.ops}
+
+
+def check_grad(fn, *inputs, rtol: float = 1e-5, atol: float = 1e-5):
+    """Compiled vs eager: outputs and the gradient of every floating input."""
+    torch._dynamo.reset()
+    leaves = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    ref = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    with record_graphs() as graphs:
+        actual = torch.compile(fn, backend="npu")(*leaves)
+        expected = fn(*ref)
+        assert_close(actual, expected, rtol, atol, "output")
+        outs = actual if isinstance(actual, tuple) else (actual,)
+        grads = [torch.randn_like(o) for o in outs]
+        torch.autograd.backward(outs, grads)
+        torch.autograd.backward(expected if isinstance(expected, tuple) else (expected,), grads)
+    for i, (a, e) in enumerate(zip(leaves, ref)):
+        if e.grad is not None:
+            assert_close(a.grad, e.grad, rtol, atol, f"grad of input {i}")
+    kinds = {g.name.split("_")[0] for g in graphs}
+    assert {"forward", "backward"} <= kinds, kinds
+    return graphs
+
+
+# ---- convolution ----------------------------------------------------------------------
+@pytest.mark.parametrize("kw", [
+    {}, {"stride": 2, "padding": 1}, {"padding": (1, 2), "dilation": 2}, {"groups": 2}])
+def test_conv2d_fwd_bwd(kw):
+    x, w, b = torch.randn(2, 4, 7, 6), torch.randn(6, 4 // kw.get("groups", 1), 3, 3), \
+        torch.randn(6)
+    graphs = check_grad(lambda x, w, b: F.conv2d(x, w, b, **kw), x, w, b, **ACC)
+    assert {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"} <= ge_ops(graphs)
+
+
+def test_conv2d_no_bias_stride_odd():
+    check_grad(lambda x, w: F.conv2d(x, w, stride=2), torch.randn(1, 3, 8, 8),
+               torch.randn(4, 3, 2, 2), **ACC)
+
+
+def test_conv1d_fwd_bwd():
+    check_grad(lambda x, w, b: F.conv1d(x, w, b, padding=1, stride=2), torch.randn(2, 3, 9),
+               torch.randn(5, 3, 3), torch.randn(5), **ACC)
+
+
+@pytest.mark.parametrize("kw", [{}, {"stride": 2, "padding": 1, "output_padding": 1},
+                                {"groups": 2, "dilation": 2}])
+def test_conv_transpose2d_fwd_bwd(kw):
+    x, w = torch.randn(2, 4, 5, 5), torch.randn(4, 6 // kw.get("groups", 1), 3, 3)
+    graphs = check_grad(lambda x, w, b: F.conv_transpose2d(x, w, b, **kw), x, w,
+                        torch.randn(6 // kw.get("groups", 1) * kw.get("groups", 1)), **ACC)
+    assert "Conv2DTranspose" not in ge_ops(graphs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_conv2d_low_precision(dtype):
+    x, w, b = (torch.randn(*s).to(dtype) for s in ((1, 3, 6, 6), (4, 3, 3, 3), (4,)))
+    check_fn(lambda x, w, b: F.conv2d(x, w, b, padding=1), x, w, b, **LOW[dtype])
+
+
+# ---- pooling --------------------------------------------------------------------------
+@pytest.mark.parametrize("kw", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1},
+                                {"kernel_size": 2, "dilation": 2, "ceil_mode": True}])
+def test_max_pool2d_fwd_bwd(kw):
+    graphs = check_grad(lambda x: F.max_pool2d(x, **kw), torch.randn(2, 3, 7, 7))
+    assert {"MaxPoolWithArgmaxV3", "MaxPoolGradWithArgmaxV3"} <= ge_ops(graphs)
+
+
+def test_max_pool2d_indices_match_torch():
+    x = torch.randn(2, 3, 6, 5)
+    check_fn(lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True), x)
+
+
+@pytest.mark.parametrize("kw", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1},
+                                {"kernel_size": 3, "padding": 1, "count_include_pad": False},
+                                {"kernel_size": 2, "ceil_mode": True, "stride": 2},
+                                {"kernel_size": 2, "divisor_override": 3}])
+def test_avg_pool2d_fwd_bwd(kw):
+    graphs = check_grad(lambda x: F.avg_pool2d(x, **kw), torch.randn(2, 3, 7, 7))
+    assert {"AvgPoolV2", "AvgPoolV2Grad"} <= ge_ops(graphs)
+
+
+# ---- normalization --------------------------------------------------------------------
+def test_batch_norm_train_updates_running_stats():
+    graphs = check_model(nn.BatchNorm2d(3, momentum=0.3), (torch.randn(4, 3, 5, 5) * 2 + 1,),
+                         train=True)
+    assert {"BatchNormV3", "BatchNormGradV3"} <= ge_ops(graphs)
+
+
+def test_batch_norm_no_affine_1d():
+    rm, rv = torch.zeros(5), torch.ones(5)
+    check_grad(lambda x: F.batch_norm(x, rm.clone(), rv.clone(), training=True),
+               torch.randn(6, 5))
+
+
+def test_batch_norm_input_grad():
+    w, b, rm, rv = torch.rand(3) + 0.5, torch.randn(3), torch.randn(3), torch.rand(3) + 0.5
+    check_grad(lambda x: F.batch_norm(x, rm.clone(), rv.clone(), w, b, True, 0.1, 1e-5),
+               torch.randn(4, 3, 2, 2))
+
+
+def test_batch_norm_eval():
+    bn = nn.BatchNorm2d(3)
+    bn.running_mean.normal_()
+    bn.running_var.uniform_(0.5, 2.0)
+    graphs = check_model(bn, (torch.randn(2, 3, 4, 4),), train=False)
+    assert "BNInfer" in ge_ops(graphs)
+
+
+def test_layer_norm_fwd_bwd():
+    graphs = check_model(nn.LayerNorm((4, 6)), (torch.randn(3, 4, 6),), train=True)
+    assert {"LayerNormV4", "LayerNormGradV3"} <= ge_ops(graphs)
+    check_grad(lambda x, w, b: F.layer_norm(x, (6,), w, b), torch.randn(2, 3, 6),
+               torch.randn(6), torch.randn(6))
+
+
+def test_layer_norm_no_affine_grad():
+    check_grad(lambda x: F.layer_norm(x, (8,)), torch.randn(4, 8))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_layer_norm_low_precision(dtype):
+    x, w, b = (torch.randn(*s).to(dtype) for s in ((3, 16), (16,), (16,)))
+    check_fn(lambda x, w, b: F.layer_norm(x, (16,), w, b), x, w, b, **LOW[dtype])
+
+
+# ---- softmax --------------------------------------------------------------------------
+@pytest.mark.parametrize("dim", [-1, 0, 1])
+def test_softmax_fwd_bwd(dim):
+    graphs = check_grad(lambda x: torch.softmax(x, dim), torch.randn(3, 4, 5))
+    assert {"SoftmaxV2", "SoftmaxGrad"} <= ge_ops(graphs)
+
+
+@pytest.mark.parametrize("dim", [-1, 1])
+def test_log_softmax_fwd_bwd(dim):
+    graphs = check_grad(lambda x: torch.log_softmax(x, dim), torch.randn(3, 4, 5))
+    assert {"LogSoftmaxV2", "LogSoftmaxGrad"} <= ge_ops(graphs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_softmax_low_precision(dtype):
+    x = torch.randn(4, 32).to(dtype)
+    check_fn(lambda x: torch.softmax(x, -1), x, **LOW[dtype])
+    check_fn(lambda x: torch.log_softmax(x, -1), x, **LOW[dtype])
+
+
+# ---- embedding ------------------------------------------------------------------------
+def test_embedding_fwd_bwd():
+    emb = nn.Embedding(10, 4)
+    graphs = check_model(emb, (torch.tensor([[1, 2, 2], [9, 0, 1]]),), train=True)
+    assert {"GatherV2", "EmbeddingDenseGrad"} <= ge_ops(graphs)
+
+
+def test_embedding_padding_idx_grad():
+    check_model(nn.Embedding(8, 3, padding_idx=2), (torch.tensor([2, 3, 2, 7]),), train=True)
+
+
+# ---- attention ------------------------------------------------------------------------
+@pytest.mark.parametrize("kw", [{}, {"is_causal": True}, {"scale": 0.3},
+                                {"is_causal": True, "enable_gqa": True}])
+def test_sdpa_fwd_bwd(kw):
+    hk = 2 if kw.get("enable_gqa") else 4
+    q, k, v = torch.randn(2, 4, 5, 8), torch.randn(2, hk, 5, 8), torch.randn(2, hk, 5, 8)
+    graphs = check_grad(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kw), q, k, v,
+                        **ACC)
+    assert {"BatchMatMulV2", "SoftmaxV2", "SoftmaxGrad"} <= ge_ops(graphs)
+
+
+def test_sdpa_float_mask_cross_lengths():
+    q, k, v = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 6, 4), torch.randn(1, 2, 6, 5)
+    mask = torch.randn(1, 2, 3, 6)
+    check_grad(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+               q, k, v, **ACC)
+
+
+# ---- losses ---------------------------------------------------------------------------
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_fwd_bwd(reduction):
+    target = torch.tensor([1, 0, 4, 2])
+    graphs = check_grad(lambda x: F.cross_entropy(x, target, reduction=reduction),
+                        torch.randn(4, 5))
+    assert {"NLLLoss", "NLLLossGrad", "LogSoftmaxV2"} <= ge_ops(graphs)
+
+
+def test_nll_loss_weight_ignore_index():
+    target, weight = torch.tensor([1, 0, 4, 2]), torch.rand(5)
+    check_grad(lambda x: F.nll_loss(x, target, weight, ignore_index=0), torch.randn(4, 5))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_fwd_bwd(reduction):
+    graphs = check_grad(lambda x, y: F.mse_loss(x, y, reduction=reduction), torch.randn(3, 4),
+                        torch.randn(3, 4))
+    assert {"MseLoss", "MseLossGrad"} <= ge_ops(graphs)
