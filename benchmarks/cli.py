@@ -1,0 +1,196 @@
+"""``npu-bench``: eager vs graph mode on the model zoo, in one process.
+
+    npu-bench --quick
+    npu-bench --models bert,llama --mode inference,training --compare aot_eager,inductor \
+        --out bench-out
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from npu_inductor.benchmarks import report
+from npu_inductor.benchmarks.hf import hf_models
+from npu_inductor.benchmarks.results import Row
+from npu_inductor.benchmarks.runner import Settings, machine_info, make_backends, prime, run_case
+from npu_inductor.benchmarks.zoo import ZOO, ZooModel, expand_names
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+MODES = ("inference", "training", "dynamic")
+COMPARE = ("aot_eager", "inductor")
+QUICK = {"repeat": 5, "warmup": 1, "mode": "inference"}
+NOTES = {
+    "memory": "peak = bytes retained after compile + first call, plus the peak of live "
+              "bytes during one steady step; torch CPU allocator events via torch.profiler "
+              "(profile_memory=True); weights and inputs excluded",
+    "compilation_latency": "cold: first call after torch._dynamo.reset() (Dynamo + "
+                           "AOTAutograd + backend + one run), one-time imports primed",
+    "warm_kind": "recompile: npu_inductor has no compiled-graph cache yet, so 'warm' is a "
+                 "recompile after torch._dynamo.reset() in the same process; "
+                 "fx_graph_cache: Inductor's FX graph cache hit",
+    "speedup": "median eager / median backend, backends interleaved call by call",
+    "accuracy": "float64 eager reference; pass when max error relative to the reference's "
+                "largest magnitude <= 3 x eager's own error + dtype tolerance",
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="npu-bench", description=__doc__.splitlines()[0])
+    p.add_argument("--models", help=f"comma list of {sorted(ZOO)} or 'llama' (default: all)")
+    p.add_argument("--hf", default="", help="comma list of transformers models: "
+                   "gpt2,bert,llama,qwen2 (needs the 'hf' extra)")
+    p.add_argument("--batch-size", type=int, help="default: each model's own")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
+    p.add_argument("--mode", help=f"comma list of {list(MODES)} or 'all' "
+                   "(default: inference,training)")
+    p.add_argument("--repeat", type=int, help="timed calls per backend (default 20)")
+    p.add_argument("--warmup", type=int, help="untimed calls per backend (default 3)")
+    p.add_argument("--quick", action="store_true",
+                   help="small fast subset: " + ",".join(n for n, m in ZOO.items() if m.quick))
+    p.add_argument("--compare", default="", help=f"extra baselines: {','.join(COMPARE)}")
+    p.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads")
+    p.add_argument("--requests", type=int, default=24, help="dynamic stream length")
+    p.add_argument("--max-len", type=int, default=96, help="dynamic stream max sequence")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, help="write CSV, JSON, Markdown and PNG charts here")
+    p.add_argument("--profile-compile", action="store_true",
+                   help="cProfile graph mode's cold compile of each model (inference)")
+    p.add_argument("--verbose", action="store_true", help="show compiler warnings and logs")
+    return p.parse_args(argv)
+
+
+def _split(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def select_models(args: argparse.Namespace) -> tuple[list[ZooModel], list[str]]:
+    names = _split(args.models) or [n for n, m in ZOO.items() if m.quick or not args.quick]
+    entries = [ZOO[n] for n in expand_names(names)]
+    extra, message = hf_models(_split(args.hf))
+    return entries + extra, [message] if message else []
+
+
+def select_modes(args: argparse.Namespace) -> list[str]:
+    modes = _split(args.mode) or ([QUICK["mode"]] if args.quick else ["inference", "training"])
+    modes = list(MODES) if modes == ["all"] else modes
+    bad = sorted(set(modes) - set(MODES))
+    if bad:
+        raise SystemExit(f"npu-bench: unknown --mode {bad}; choose from {list(MODES)}")
+    return modes
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    quick = QUICK if args.quick else {}
+    return Settings(dtype=DTYPES[args.dtype], batch_size=args.batch_size,
+                    repeat=args.repeat or quick.get("repeat", 20),
+                    warmup=args.warmup if args.warmup is not None else quick.get("warmup", 3),
+                    seed=args.seed)
+
+
+def cases(models: list[ZooModel], modes: list[str]) -> list[tuple[ZooModel, str]]:
+    """(model, mode) pairs to run; inference-only models skip training."""
+    return [(m, mode) for mode in modes if mode != "dynamic" for m in models
+            if mode != "training" or m.trainable]
+
+
+@contextlib.contextmanager
+def progress_display(total: int) -> Iterator[Any]:
+    """A rich live progress bar; yields ``(advance, describe)`` callables."""
+    try:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    except ImportError:
+        yield (lambda: None), (lambda s: print(s, file=sys.stderr, flush=True))
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
+               "{task.total}"), TimeElapsedColumn())
+    with Progress(*columns, transient=False) as bar:
+        task = bar.add_task("starting", total=total)
+        yield (lambda: bar.advance(task)), (lambda s: bar.update(task, description=s))
+
+
+def run_all(args: argparse.Namespace, settings: Settings, models: list[ZooModel],
+            modes: list[str]) -> list[Row]:
+    from npu_inductor.benchmarks.dynamic import run_dynamic
+
+    backends = make_backends(_split(args.compare))
+    todo = cases(models, modes)
+    rows: list[Row] = []
+    with progress_display(len(todo) + ("dynamic" in modes)) as (advance, describe):
+        describe("priming backends (one-time imports)")
+        prime(backends)
+        for entry, mode in todo:
+            rows += run_case(entry, mode, backends, settings, describe)
+            advance()
+        if "dynamic" in modes:
+            rows += run_dynamic(args.requests, args.max_len, settings, describe)
+            advance()
+    return rows
+
+
+def compile_summary(rows: list[Row]) -> list[str]:
+    """Graph mode's cold compile time over aot_eager's on bert and llama (target <= 1.25)."""
+    lines = []
+    for row in rows:
+        if (row.backend == "npu" and row.compile_ratio_vs_aot_eager is not None
+                and row.model.startswith(("bert", "llama"))):
+            verdict = "meets" if row.compile_ratio_vs_aot_eager <= 1.25 else "misses"
+            lines.append(f"compile latency {row.model}/{row.mode}: npu "
+                         f"{row.compilation_latency:.2f} s vs aot_eager "
+                         f"{row.compilation_latency / row.compile_ratio_vs_aot_eager:.2f} s = "
+                         f"{row.compile_ratio_vs_aot_eager:.2f}x ({verdict} <= 1.25x)")
+    return lines
+
+
+def configure(args: argparse.Namespace) -> None:
+    torch.set_num_threads(args.threads)
+    if "inductor" in _split(args.compare):  # a fresh cache dir so "cold" really is cold
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="npu_bench_inductor_")
+    if not args.verbose:
+        warnings.filterwarnings("ignore")
+        logging.getLogger("npu_inductor").setLevel(logging.ERROR)
+        logging.getLogger("torch").setLevel(logging.ERROR)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    bad = sorted(set(_split(args.compare)) - set(COMPARE))
+    if bad:
+        raise SystemExit(f"npu-bench: unknown --compare {bad}; choose from {list(COMPARE)}")
+    configure(args)
+    models, messages = select_models(args)
+    modes, settings = select_modes(args), settings_from(args)
+    machine = machine_info()
+    print("npu-bench on " + report.machine_line(machine), flush=True)
+    for message in messages:
+        print(message, flush=True)
+    start = time.perf_counter()
+    rows = run_all(args, settings, models, modes)
+    report.print_table(rows, machine)
+    summary = compile_summary(rows)
+    print("\n".join(summary + [f"total wall time {time.perf_counter() - start:.1f} s"]))
+    if args.profile_compile:
+        from npu_inductor.benchmarks.profile_compile import profile_models
+
+        print(profile_models(models, settings, args.out))
+    if args.out:
+        meta = {"machine": machine, "command": "npu-bench " + " ".join(sys.argv[1:]),
+                "settings": {**vars(args), "out": str(args.out)}, "notes": NOTES,
+                "compile_summary": summary, "messages": messages}
+        for path in report.write_outputs(rows, meta, args.out):
+            print(f"wrote {path}")
+    return 0 if all(r.accuracy == "pass" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

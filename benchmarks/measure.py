@@ -1,0 +1,236 @@
+"""Measurements: latency, peak memory, accuracy against a float64 reference, compile stats.
+
+Peak memory (``eager_peak_mem`` / ``dynamo_peak_mem``) is measured with torch's own CPU
+allocator accounting: under ``torch.profiler`` with ``profile_memory=True`` every
+allocation and free of the CPU allocator is recorded as a ``[memory]`` event with its
+byte count. Two profiled regions per backend:
+  1. compile + first call (after ``torch._dynamo.reset()``): the bytes still live at its
+     end are what the backend retains (GE constants, loaded models, workspaces);
+  2. one steady-state step: the peak of the running sum of allocations minus frees.
+Peak = retained + step peak. Model weights and inputs exist before both regions and are
+the same for every backend, so they are excluded. ``tracemalloc`` cannot see torch's
+allocator and process RSS is dominated by compiler state, hence this method.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+# Allowed growth of the compiled error over eager's own error vs the float64 reference
+# (PyTorch's dynamo harness uses the same fp64-reference scheme with a 2-3x multiplier).
+ERROR_MULTIPLIER = 3.0
+TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 1e-3}
+NON_COMPUTE_OPS = frozenset({"Data", "NetOutput", "Const"})
+
+
+def tensors(x: Any) -> list[torch.Tensor]:
+    return [t for t in torch.utils._pytree.tree_leaves(x) if isinstance(t, torch.Tensor)]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile ``q`` in [0, 100]."""
+    s = sorted(values)
+    k = (len(s) - 1) * q / 100
+    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+@dataclass
+class Latency:
+    """Per-call wall times in ms."""
+
+    samples: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def p10(self) -> float:
+        return percentile(self.samples, 10)
+
+    @property
+    def p90(self) -> float:
+        return percentile(self.samples, 90)
+
+
+def time_call(fn: Callable[[], Any]) -> float:
+    """Wall time of one call in ms."""
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1e3
+
+
+def _memory_events(prof: profile) -> list[tuple[int, int]]:
+    events = prof.profiler.kineto_results.events()
+    return sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Silence fd 2 (kineto prints a line at every profiler start and stop)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+@contextlib.contextmanager
+def allocations() -> Iterator[dict[str, int]]:
+    """Profile the block; yields a dict filled with ``peak`` and ``retained`` bytes."""
+    result = {"peak": 0, "retained": 0}
+    gc.collect()
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with _quiet_stderr():
+        prof.start()
+    try:
+        yield result
+        gc.collect()
+    finally:
+        with _quiet_stderr():
+            prof.stop()
+    running = peak = 0
+    for _, nbytes in _memory_events(prof):
+        running += nbytes
+        peak = max(peak, running)
+    result.update(peak=peak, retained=max(running, 0))
+
+
+def error_vs(actual: list[torch.Tensor], ref: list[torch.Tensor]) -> tuple[float, float]:
+    """Max abs error and max error relative to the reference's largest magnitude."""
+    abs_err = rel_err = 0.0
+    for a, r in zip(actual, ref):
+        diff = (a.detach().double() - r.detach().double()).abs().max().item() if a.numel() else 0
+        scale = r.detach().double().abs().max().item() if r.numel() else 0
+        abs_err = max(abs_err, diff)
+        rel_err = max(rel_err, diff / max(scale, 1e-12))
+    return abs_err, rel_err
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    status: str  # pass | fail_accuracy | fail_to_run
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    error: str = ""
+
+
+def judge(actual: list[torch.Tensor], eager: list[torch.Tensor], ref: list[torch.Tensor],
+          dtype: torch.dtype) -> Accuracy:
+    """``pass`` when the compiled error vs float64 is within a multiple of eager's error."""
+    if len(actual) != len(ref) or any(a.shape != r.shape for a, r in zip(actual, ref)):
+        return Accuracy("fail_accuracy", error="output structure differs from eager")
+    abs_err, rel_err = error_vs(actual, ref)
+    _, eager_rel = error_vs(eager, ref)
+    ok = rel_err <= ERROR_MULTIPLIER * eager_rel + TOLERANCE.get(dtype, 1e-5)
+    return Accuracy("pass" if ok else "fail_accuracy", abs_err, rel_err)
+
+
+@dataclass
+class CompileStats:
+    """What one backend's compile did (graph-mode fields stay None for other backends)."""
+
+    graphs: int = 0
+    graph_breaks: int = 0
+    ge_graphs: int | None = None
+    ge_ops: int | None = None
+    fallback_ops: int | None = None
+    planned_workspace: int | None = None
+    workspace_lower_bound: int | None = None
+    backend_compile_s: float | None = None
+
+
+def dynamo_counts() -> tuple[int, int]:
+    """(graphs, graph breaks) Dynamo counted since the last ``counters.clear()``."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+
+
+def _sum_attr(graphs: list[Any], *names: str) -> int | None:
+    """Sum of the first present attribute among ``names`` over ``graphs`` (None: absent)."""
+    total = None
+    for g in graphs:
+        for obj in (g, getattr(g, "memory_plan", None), getattr(g, "plan", None)):
+            value = next((getattr(obj, n) for n in names if hasattr(obj, n)), None)
+            if isinstance(value, (int, float)):
+                total = (total or 0) + int(value)
+                break
+    return total
+
+
+def ge_stats(stats: CompileStats, recorded: Recorded) -> None:
+    """Fill the GE fields from the CompiledGraphs and reports one compile produced."""
+    graphs = recorded.graphs
+    stats.ge_graphs = len(graphs)
+    stats.ge_ops = sum(sum(op.type not in NON_COMPUTE_OPS for op in g.lowered.graph.ops)
+                       for g in graphs)
+    if recorded.reports_available:
+        stats.fallback_ops = sum(len(r.fallbacks) for r in recorded.reports)
+    stats.planned_workspace = _sum_attr(graphs, "workspace_bytes", "planned_workspace",
+                                        "workspace")
+    stats.workspace_lower_bound = _sum_attr(graphs, "lower_bound_bytes", "lower_bound")
+
+
+@dataclass
+class Recorded:
+    """npu_inductor's CompiledGraphs and per-FX-graph reports (when the compiler has them)."""
+
+    graphs: list[Any] = field(default_factory=list)
+    reports: list[Any] = field(default_factory=list)
+    reports_available: bool = False
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[Recorded]:
+    """Collect what npu_inductor compiled inside the block."""
+    from npu_inductor import compile_fx
+
+    rec = Recorded(reports_available=hasattr(compile_fx, "REPORT_HOOKS"))
+    hooks = [(compile_fx.COMPILE_HOOKS, rec.graphs.append)]
+    if rec.reports_available:
+        hooks.append((compile_fx.REPORT_HOOKS, rec.reports.append))
+    for registry, hook in hooks:
+        registry.append(hook)
+    try:
+        yield rec
+    finally:
+        for registry, hook in hooks:
+            registry.remove(hook)
+
+
+@contextlib.contextmanager
+def timed_backend(stats: CompileStats) -> Iterator[None]:
+    """Accumulate time spent inside npu_inductor's per-graph compiler into ``stats``."""
+    from npu_inductor import backend
+
+    original = backend.compile_fx_graph
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            stats.backend_compile_s = (stats.backend_compile_s or 0.0) + time.perf_counter() - start
+
+    backend.compile_fx_graph = timed
+    try:
+        yield
+    finally:
+        backend.compile_fx_graph = original

@@ -1,0 +1,329 @@
+"""Run one model in one mode under every backend, in one process, and produce its rows.
+
+Per backend: cold compile (first call after ``torch._dynamo.reset()``; also the accuracy
+sample), warm compile, memory (see ``measure.py``), then steady-state latency with all
+backends interleaved call by call so that machine noise hits them alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from npu_inductor.benchmarks.measure import (
+    Accuracy,
+    CompileStats,
+    Latency,
+    Recorded,
+    allocations,
+    dynamo_counts,
+    ge_stats,
+    judge,
+    recording,
+    tensors,
+    time_call,
+    timed_backend,
+)
+from npu_inductor.benchmarks.results import Row, ratio, to_mb
+from npu_inductor.benchmarks.zoo import ZooModel
+from torch import nn
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Backend:
+    """How a model runs: ``wrap(model)`` returns the callable to benchmark."""
+
+    name: str
+    wrap: Callable[[nn.Module], Callable[..., Any]]
+    npu: bool = False  # an npu_inductor configuration (GE stats apply)
+    warm_kind: str = "recompile"
+
+
+def _compiler(backend: str, **kwargs: Any) -> Callable[[nn.Module], Callable[..., Any]]:
+    return lambda model: torch.compile(model, backend=backend, **kwargs)
+
+
+def make_backends(compare: list[str]) -> list[Backend]:
+    """eager, graph mode, graph mode with fusions off, then the ``--compare`` backends."""
+    out = [Backend("eager", lambda m: m, warm_kind="n/a"),
+           Backend("npu", _compiler("npu"), npu=True),
+           Backend("npu_nofuse", _compiler("npu", options={"fusions": False}), npu=True)]
+    for name in compare:
+        kind = "fx_graph_cache" if name == "inductor" else "recompile"
+        out.append(Backend(name, _compiler(name), warm_kind=kind))
+    return out
+
+
+@dataclass(frozen=True)
+class Settings:
+    dtype: torch.dtype = torch.float32
+    batch_size: int | None = None
+    repeat: int = 20
+    warmup: int = 3
+    seed: int = 0
+    lr: float = 1e-3
+
+
+@dataclass
+class Case:
+    """One model in one mode: the model (in dtype), its inputs and the loss weights."""
+
+    name: str
+    mode: str
+    model: nn.Module
+    inputs: tuple[Any, ...]
+    seeds: list[torch.Tensor] = field(default_factory=list)
+
+    @property
+    def train(self) -> bool:
+        return self.mode == "training"
+
+
+def _cast(x: Any, dtype: torch.dtype) -> Any:
+    return x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+
+
+def prepare(entry: ZooModel, mode: str, settings: Settings) -> Case:
+    model, inputs = entry.build(settings.batch_size or entry.default_batch, settings.seed)
+    model = model.to(settings.dtype).train(mode == "training")
+    inputs = tuple(_cast(x, settings.dtype) for x in inputs)
+    with torch.no_grad():
+        outs = tensors(model(*inputs))
+    generator = torch.Generator().manual_seed(settings.seed + 1)
+    seeds = [torch.randn(o.shape, generator=generator) for o in outs]
+    return Case(entry.name, mode, model, inputs, seeds)
+
+
+def step_fn(case: Case, model: nn.Module, fn: Callable[..., Any],
+            opt: torch.optim.Optimizer | None) -> Callable[[bool], list[torch.Tensor]]:
+    """One inference call or one training step (zero_grad, fwd, loss, bwd, optimizer).
+    With ``capture`` it returns outputs (and gradients, taken before the update)."""
+
+    def infer(capture: bool = False) -> list[torch.Tensor]:
+        with torch.no_grad():
+            out = fn(*case.inputs)
+        return tensors(out) if capture else []
+
+    def train(capture: bool = False) -> list[torch.Tensor]:
+        opt.zero_grad(set_to_none=True)
+        out = tensors(fn(*case.inputs))
+        loss = sum((o.to(s.dtype) * s).sum() for o, s in zip(out, case.seeds))
+        loss.backward()
+        captured = ([o.detach() for o in out] + [p.grad.clone() for p in model.parameters()
+                                                  if p.grad is not None]) if capture else []
+        opt.step()
+        return captured
+
+    return train if case.train else infer
+
+
+def reference(case: Case) -> list[torch.Tensor]:
+    """Float64 eager outputs (and gradients) from the same weights and inputs."""
+    model = copy.deepcopy(case.model).double()
+    ref_case = Case(case.name, case.mode, model, tuple(_cast(x, torch.float64)
+                                                       for x in case.inputs),
+                    [s.double() for s in case.seeds])
+    opt = torch.optim.SGD(model.parameters(), lr=0.0) if case.train else None
+    return step_fn(ref_case, model, model, opt)(True)
+
+
+@dataclass
+class Runner:
+    """One backend's copy of the model and its measurements."""
+
+    backend: Backend
+    case: Case
+    model: nn.Module
+    settings: Settings
+    fn: Callable[..., Any] | None = None
+    step: Callable[[bool], list[torch.Tensor]] | None = None
+    latency: Latency = field(default_factory=Latency)
+    stats: CompileStats = field(default_factory=CompileStats)
+    accuracy: Accuracy = field(default_factory=lambda: Accuracy("fail_to_run"))
+    cold_s: float | None = None
+    warm_s: float | None = None
+    peak_mem: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def compile(self) -> None:
+        opt = (torch.optim.SGD(self.model.parameters(), lr=self.settings.lr)
+               if self.case.train else None)
+        self.fn = self.backend.wrap(self.model)
+        self.step = step_fn(self.case, self.model, self.fn, opt)
+
+    def first_call(self, capture: bool = False) -> tuple[float, list[torch.Tensor]]:
+        """Reset Dynamo, compile and run once; returns (seconds, captured tensors)."""
+        torch._dynamo.reset()
+        start = time.perf_counter()
+        self.compile()
+        out = self.step(capture)
+        return time.perf_counter() - start, out
+
+
+def _error_text(e: BaseException) -> str:
+    """Type and the first two non-empty lines (Dynamo puts the real error on line two)."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()][:2]
+    return f"{type(e).__name__}: {' '.join(lines)}"[:400]
+
+
+def cold(r: Runner, ref: list[torch.Tensor], eager: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Cold compile + first call; fills accuracy and compile stats. Returns the outputs."""
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    stats = CompileStats()
+    try:
+        with _observed(r.backend, stats) as rec:
+            r.cold_s, out = r.first_call(capture=True)
+    except Exception as e:  # noqa: BLE001 - a model that cannot run yet is a result
+        r.accuracy = Accuracy("fail_to_run", error=_error_text(e))
+        return []
+    stats.graphs, stats.graph_breaks = dynamo_counts()
+    if rec is not None:
+        ge_stats(stats, rec)
+    r.stats = stats
+    r.accuracy = judge(out, eager or out, ref, r.settings.dtype)
+    return out
+
+
+@contextlib.contextmanager
+def _observed(backend: Backend, stats: CompileStats) -> Iterator[Recorded | None]:
+    """npu_inductor's compiles and compile time, for graph-mode backends only."""
+    if not backend.npu:
+        yield None
+        return
+    with recording() as rec, timed_backend(stats):
+        yield rec
+
+
+def warm_and_memory(r: Runner) -> None:
+    """Warm compile time, then peak memory = retained by compile + steady-step peak."""
+    try:
+        r.warm_s, _ = r.first_call()
+        with allocations() as first:
+            r.first_call()
+        with allocations() as steady:
+            r.step(False)
+        r.peak_mem = first["retained"] + steady["peak"]
+    except Exception as e:  # noqa: BLE001 - reported in the row, the run goes on
+        r.notes.append(f"memory/warm: {_error_text(e)}")
+
+
+def interleave(runners: list[Runner], settings: Settings) -> None:
+    """Warmup, then ``repeat`` rounds, each calling every runner once, rotating the order."""
+    for _ in range(settings.warmup):
+        for r in runners:
+            r.step(False)
+    for k in range(settings.repeat if runners else 0):
+        shift = k % len(runners)
+        for r in runners[shift:] + runners[:shift]:
+            r.latency.samples.append(time_call(functools.partial(r.step, False)))
+
+
+def run_case(entry: ZooModel, mode: str, backends: list[Backend], settings: Settings,
+             progress: Progress = lambda s: None) -> list[Row]:
+    """All backends on one model and mode; the rows come back in ``backends`` order."""
+    case = prepare(entry, mode, settings)
+    ref = reference(case)
+    runners = [Runner(b, case, copy.deepcopy(case.model), settings) for b in backends]
+    eager: list[torch.Tensor] = []
+    for r in runners:
+        progress(f"{entry.name}/{mode}: compile {r.backend.name}")
+        out = cold(r, ref, eager)
+        eager = eager or (out if r.backend.name == "eager" else [])
+    alive = [r for r in runners if r.accuracy.status != "fail_to_run"]
+    for r in alive:
+        progress(f"{entry.name}/{mode}: warm compile + memory {r.backend.name}")
+        warm_and_memory(r)
+    progress(f"{entry.name}/{mode}: timing {len(alive)} backends x {settings.repeat}")
+    interleave(alive, settings)
+    return finish(runners, case, settings)
+
+
+def finish(runners: list[Runner], case: Case, settings: Settings) -> list[Row]:
+    by_name = {r.backend.name: r for r in runners}
+    eager, aot = by_name.get("eager"), by_name.get("aot_eager")
+    rows = [_row(r, case, settings, eager, aot) for r in runners]
+    nofuse = next((row for row in rows if row.backend == "npu_nofuse"), None)
+    for row in rows:
+        if by_name[row.backend].backend.npu and nofuse is not None:
+            row.ge_ops_before_fusion = nofuse.ge_ops
+    return rows
+
+
+def _median(r: Runner | None) -> float | None:
+    return r.latency.median if r is not None and r.latency.samples else None
+
+
+def _row(r: Runner, case: Case, settings: Settings, eager: Runner | None,
+         aot: Runner | None) -> Row:
+    dtype = str(settings.dtype).removeprefix("torch.")
+    row = Row(case.name, case.mode, r.backend.name, dtype,
+              settings.batch_size or len(case.inputs[0]), r.accuracy.status,
+              r.accuracy.max_abs_err, r.accuracy.max_rel_err,
+              threads=torch.get_num_threads(),
+              error="; ".join(filter(None, [r.accuracy.error, *r.notes])))
+    if r.latency.samples:
+        row.abs_latency, row.abs_latency_p10 = r.latency.median, r.latency.p10
+        row.abs_latency_p90 = r.latency.p90
+    row.eager_latency = _median(eager)
+    row.speedup = ratio(row.eager_latency, row.abs_latency)
+    if r.backend.name != "eager" and r.cold_s is not None:
+        row.compilation_latency, row.compilation_latency_warm = r.cold_s, r.warm_s
+        row.warm_kind = r.backend.warm_kind
+        row.compile_ratio_vs_aot_eager = ratio(r.cold_s, aot.cold_s if aot else None)
+    _fill_stats(row, r.stats)
+    row.eager_peak_mem = to_mb(eager.peak_mem) if eager else None
+    row.dynamo_peak_mem = to_mb(r.peak_mem)
+    row.compression_ratio = ratio(row.eager_peak_mem, row.dynamo_peak_mem)
+    return row
+
+
+def _fill_stats(row: Row, stats: CompileStats) -> None:
+    if row.accuracy == "fail_to_run":
+        return
+    row.graphs, row.graph_breaks = stats.graphs, stats.graph_breaks
+    row.ge_graphs, row.ge_ops, row.fallback_ops = stats.ge_graphs, stats.ge_ops, stats.fallback_ops
+    row.backend_compile_s = stats.backend_compile_s
+    row.planned_workspace = to_mb(stats.planned_workspace)
+    row.workspace_lower_bound = to_mb(stats.workspace_lower_bound)
+    row.workspace_ratio = ratio(stats.planned_workspace, stats.workspace_lower_bound)
+
+
+def prime(backends: list[Backend]) -> None:
+    """Compile a tiny function once per backend so one-time imports do not land in the
+    first model's cold compilation_latency."""
+    x = torch.randn(4, 4)
+    for b in backends:
+        torch._dynamo.reset()
+        with contextlib.suppress(Exception):  # a failing backend is reported per model
+            b.wrap(nn.Linear(4, 4))(x)
+    torch._dynamo.reset()
+
+
+def machine_info() -> dict[str, Any]:
+    import platform
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "platform": platform.platform(), "processor": _cpu_name(),
+            "cpu_count": os.cpu_count(), "threads": torch.get_num_threads(),
+            "device": "host (CPU simulator of an Ascend device)"}
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        import platform
+
+        return platform.processor()
