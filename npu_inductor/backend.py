@@ -15,9 +15,11 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import default_partition
 
+from npu_inductor.buckets import BucketedGraph, find_bucketed_dims
 from npu_inductor.compile_fx import compile_fx_graph
 from npu_inductor.config import NpuConfig, resolve
 from npu_inductor.lowering.decompositions import decomposition_table
+from npu_inductor.padding_safety import ATTENTION_OPS
 
 log = logging.getLogger("npu_inductor")
 CLASH_MESSAGE = (
@@ -31,6 +33,11 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
     """``torch.compile(model, backend="npu", options={...})`` lands here."""
     config = resolve(options)
     warn_if_name_clash()
+    dims = find_bucketed_dims(gm, example_inputs, config)
+    if dims:
+        return BucketedGraph(gm, example_inputs, config, dims,
+                             compile_fn=make_aot_backend(config),
+                             aten_graph=lambda: trace_aten(gm, example_inputs))
     return make_aot_backend(config)(gm, example_inputs)
 
 
@@ -44,6 +51,21 @@ def make_aot_backend(config: NpuConfig) -> Any:
         partition_fn=default_partition,
         keep_inference_input_mutations=False,
     )
+
+
+def trace_aten(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> torch.fx.GraphModule:
+    """The symbolic aten forward graph AOTAutograd makes of ``gm`` (for analyses), with the
+    attention ops kept whole."""
+    captured: list[torch.fx.GraphModule] = []
+
+    def capture(g: torch.fx.GraphModule, _inputs: list[Any]) -> Any:
+        captured.append(g)
+        return g
+
+    table = {k: v for k, v in decomposition_table().items() if k not in ATTENTION_OPS}
+    aot_autograd(fw_compiler=capture, inference_compiler=capture, decompositions=table,
+                 partition_fn=default_partition)(gm, example_inputs)
+    return captured[0]
 
 
 def npu_name_owner() -> Any:

@@ -1,0 +1,391 @@
+"""Static-shape bucketing: pad dynamic dims up to configured sizes, compile one static GE
+graph per bucket, slice outputs back.
+
+[Note: shape buckets]
+On Ascend every new input shape costs a GE compile, and static graphs run faster than
+dynamic ones. torchair's "gears" require an input to *equal* a listed size. Here a dynamic
+dim is padded with zeros up to the smallest bucket that fits, the graph for that bucket is
+compiled once (Dynamo's graph re-traced by AOTAutograd with the padded static shapes) and
+cached, and every output dim of the form ``s + c`` is sliced back to ``n + c``.
+
+Padding is applied only where ``padding_safety.analyze`` proves the valid region exact;
+otherwise that size compiles exactly and the reason is logged and kept for ``explain``.
+``pad="trust"`` skips the proof. Training graphs (grad enabled with inputs that require
+grad) are not bucketed: they compile exactly.
+
+Buckets are configured per tensor (``set_buckets``), per compile
+(``options={"shape_buckets": {"ids": {1: [16, 32, 64]}}}``, inputs named by argument name
+or by position among the tensor arguments), or ``"auto"``: see ``AutoBuckets``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+from npu_inductor.config import NpuConfig
+from npu_inductor.padding_safety import SafetyReport, analyze
+
+log = logging.getLogger("npu_inductor.buckets")
+BUCKETS_ATTR = "_npu_inductor_buckets"
+AUTO = "auto"
+AUTO_PROFILE_CALLS = 32  # calls observed (in eager) before auto buckets are chosen
+REPORTS: list[BucketReport] = []  # every bucketed graph's report, for explain()
+
+
+class BucketError(ValueError):
+    """Bad bucket configuration, or a size above the largest bucket."""
+
+
+def validate_sizes(sizes: Sequence[int]) -> tuple[int, ...]:
+    out = tuple(sorted({int(s) for s in sizes}))
+    if not out or out[0] < 1:
+        raise BucketError(f"bucket sizes must be positive integers, got {list(sizes)}")
+    return out
+
+
+def set_buckets(tensor: torch.Tensor, buckets: dict[int, Sequence[int] | str]) -> torch.Tensor:
+    """Bucket ``tensor``'s dims: ``set_buckets(ids, {1: [16, 32, 64]})`` (or ``{1: "auto"}``).
+    Marks the dims dynamic for Dynamo; returns the tensor."""
+    spec: dict[int, tuple[int, ...] | str] = {}
+    for dim, sizes in buckets.items():
+        dim = dim % tensor.dim()
+        spec[dim] = AUTO if sizes == AUTO else validate_sizes(sizes)
+        torch._dynamo.mark_dynamic(tensor, dim)
+    setattr(tensor, BUCKETS_ATTR, spec)
+    return tensor
+
+
+@dataclass(frozen=True)
+class BucketedDim:
+    position: int  # placeholder position in the Dynamo graph
+    dim: int
+    symbol: sympy.Symbol
+    sizes: tuple[int, ...] | str  # sorted sizes, or "auto"
+    label: str
+
+
+def _source_name(node: torch.fx.Node) -> str:
+    grapharg = node.meta.get("grapharg")
+    return grapharg.source.name if grapharg is not None else node.name
+
+
+def _user_inputs(placeholders: list[torch.fx.Node]) -> list[tuple[int, str]]:
+    """(position, argument name) of the user's tensor arguments (``L['ids']``)."""
+    out = []
+    for i, node in enumerate(placeholders):
+        name = _source_name(node)
+        if name.startswith("L['") and name.endswith("']") and isinstance(
+                node.meta.get("example_value"), torch.Tensor):
+            out.append((i, name[3:-2]))
+    return out
+
+
+def _config_specs(placeholders: list[torch.fx.Node], config: NpuConfig) -> dict:
+    """{position: {dim: sizes}} from ``options["shape_buckets"]``."""
+    cfg = config.shape_buckets
+    users = _user_inputs(placeholders)
+    if cfg == AUTO:
+        return {pos: {d: AUTO for d in range(placeholders[pos].meta["example_value"].dim())}
+                for pos, _ in users}
+    if not cfg:
+        return {}
+    if not isinstance(cfg, dict):
+        raise BucketError(f"shape_buckets must be a dict or 'auto', got {cfg!r}")
+    by_name = {name: pos for pos, name in users}
+    specs: dict[int, dict] = {}
+    for key, dims in cfg.items():
+        if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
+            if int(key) >= len(users):
+                raise BucketError(f"shape_buckets names tensor argument #{key}; the graph has "
+                                  f"{len(users)}: {[n for _, n in users]}")
+            pos = users[int(key)][0]
+        elif key in by_name:
+            pos = by_name[key]
+        else:
+            continue  # an argument of another graph (graph breaks split the arguments)
+        specs[pos] = {int(d): (AUTO if s == AUTO else validate_sizes(s)) for d, s in dims.items()}
+    return specs
+
+
+def find_bucketed_dims(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                       config: NpuConfig) -> list[BucketedDim]:
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    specs = _config_specs(placeholders, config)
+    for pos, ex in enumerate(example_inputs):
+        tagged = getattr(ex, BUCKETS_ATTR, None)
+        if tagged:
+            specs.setdefault(pos, {}).update(tagged)
+    dims = []
+    for pos, by_dim in sorted(specs.items()):
+        val = placeholders[pos].meta.get("example_value")
+        for dim, sizes in sorted(by_dim.items()):
+            size = val.shape[dim]
+            if not isinstance(size, torch.SymInt) or not size.node.expr.is_Symbol:
+                if sizes != AUTO:
+                    log.warning("bucketed dim %d of %s is static here (Dynamo specialized it); "
+                                "use dynamic=True or torch._dynamo.mark_dynamic",
+                                dim, _source_name(placeholders[pos]))
+                continue
+            dims.append(BucketedDim(pos, dim, size.node.expr, sizes,
+                                    f"{_source_name(placeholders[pos])} dim {dim}"))
+    return dims
+
+
+# ---- the auto policy -------------------------------------------------------------------
+
+def optimal_buckets(samples: Sequence[int], k: int, top: int) -> tuple[int, ...]:
+    """At most ``k`` buckets (the largest = ``top``) minimising the total padding over
+    ``samples``: exact dynamic programming over the sorted distinct sample sizes."""
+    xs = sorted(set(samples))
+    counts = {x: 0 for x in xs}
+    for s in samples:
+        counts[s] += 1
+    cands = [x for x in xs if x < top] + [top]
+    n = len(cands)
+
+    def cost(lo: int, hi: int) -> int:  # samples in (cands[lo-1], cands[hi]] padded to hi
+        low = cands[lo - 1] if lo > 0 else 0
+        return sum((cands[hi] - x) * c for x, c in counts.items() if low < x <= cands[hi])
+
+    inf = math.inf
+    best = [[inf] * n for _ in range(k + 1)]  # best[j][i]: j buckets, last = cands[i]
+    back = [[-1] * n for _ in range(k + 1)]
+    for i in range(n):
+        best[1][i] = cost(0, i)
+    for j in range(2, k + 1):
+        for i in range(n):
+            for p in range(i):
+                c = best[j - 1][p] + cost(p + 1, i)
+                if c < best[j][i]:
+                    best[j][i], back[j][i] = c, p
+    j = min(range(1, k + 1), key=lambda j: best[j][n - 1])
+    out, i = [], n - 1
+    while i >= 0 and j >= 1:
+        out.append(cands[i])
+        i, j = back[j][i], j - 1
+    return tuple(sorted(out))
+
+
+def round_up_nice(n: int) -> int:
+    """Round up to a multiple of an eighth of n's power of two (482 -> 512, 100 -> 104)."""
+    step = max(1, 2 ** max(0, n.bit_length() - 4))
+    return -(-n // step) * step
+
+
+@dataclass
+class AutoBuckets:
+    """Profile-guided buckets for one dim (the documented ``shape_buckets="auto"`` policy):
+
+    1. the first ``AUTO_PROFILE_CALLS`` calls run in eager and record their sizes;
+    2. then ``max_buckets`` buckets are fixed: the largest is the largest size seen,
+       rounded up to a "nice" size (1/8 power-of-two steps), the others minimise the total
+       padding over the recorded sizes (exact DP);
+    3. a later size above the largest bucket runs in eager (logged once); buckets are
+       compiled lazily, so at most ``max_buckets`` graphs are ever compiled.
+    """
+
+    max_buckets: int
+    seen: list[int] = field(default_factory=list)
+    sizes: tuple[int, ...] | None = None
+
+    def observe(self, n: int) -> None:
+        if self.sizes is None:
+            self.seen.append(n)
+            if len(self.seen) >= AUTO_PROFILE_CALLS:
+                self.sizes = optimal_buckets(self.seen, self.max_buckets,
+                                             round_up_nice(max(self.seen)))
+                log.info("auto buckets chosen from %d sizes: %s", len(self.seen), self.sizes)
+
+
+# ---- the runtime wrapper --------------------------------------------------------------
+
+@dataclass
+class BucketReport:
+    """What bucketing did for one Dynamo graph (read by explain and the benchmark)."""
+
+    dims: list[str]
+    safety: SafetyReport | None = None
+    compiles: int = 0
+    calls: int = 0
+    eager_calls: int = 0
+    real_elements: int = 0
+    padded_elements: int = 0
+    exact_reasons: list[str] = field(default_factory=list)
+
+    @property
+    def padding_overhead(self) -> float:
+        return self.padded_elements / self.real_elements - 1 if self.real_elements else 0.0
+
+
+def _sym_value(expr: sympy.Expr, values: dict) -> int:
+    return int(expr.xreplace({s: sympy.Integer(v) for s, v in values.items()}))
+
+
+class BucketedGraph:
+    """The callable the backend returns for a Dynamo graph with bucketed dims."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                 config: NpuConfig, dims: list[BucketedDim],
+                 compile_fn: Callable[[torch.fx.GraphModule, list], Callable],
+                 aten_graph: Callable[[], torch.fx.GraphModule]) -> None:
+        self.gm, self.config, self.dims = gm, config, dims
+        self.compile_fn = compile_fn
+        self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        self.symbols = self._symbol_sources()
+        self.outputs = self._output_exprs()
+        self.cache: dict[tuple, Callable] = {}
+        self.auto = {d.symbol: AutoBuckets(config.max_buckets) for d in dims if d.sizes == AUTO}
+        self.report = BucketReport([d.label for d in dims])
+        REPORTS.append(self.report)
+        self.report.safety = self._safety(aten_graph)
+
+    def _symbol_sources(self) -> dict[sympy.Symbol, list[tuple[int, int | None]]]:
+        """Every place each free symbol appears: (position, dim), dim None for an int input.
+        Values are read from the first; padding rewrites them all."""
+        out: dict = {}
+        for pos, node in enumerate(self.placeholders):
+            val = node.meta.get("example_value")
+            if isinstance(val, torch.SymInt) and val.node.expr.is_Symbol:
+                out.setdefault(val.node.expr, []).append((pos, None))
+            elif isinstance(val, torch.Tensor):
+                for d, size in enumerate(val.shape):
+                    if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+                        out.setdefault(size.node.expr, []).append((pos, d))
+        return out
+
+    def _output_exprs(self) -> list:
+        out = next(n for n in self.gm.graph.nodes if n.op == "output")
+        exprs = []
+        for node in torch.utils._pytree.tree_leaves(out.args[0]):
+            val = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+            if isinstance(val, torch.Tensor):
+                exprs.append([s.node.expr if isinstance(s, torch.SymInt) else int(s)
+                              for s in val.shape])
+            else:
+                exprs.append(None)
+        return exprs
+
+    def _safety(self, aten_graph: Callable[[], torch.fx.GraphModule]) -> SafetyReport:
+        if self.config.pad == "trust":
+            return SafetyReport(True, "pad='trust'")
+        try:
+            report = analyze(aten_graph(), {d.symbol for d in self.dims})
+        except Exception as e:  # noqa: BLE001 - an analysis failure only means "not proven"
+            report = SafetyReport(False, f"analysis failed: {type(e).__name__}: {e}", "graph")
+        if not report.safe:
+            log.warning("shape buckets for %s: %s; those sizes compile exactly",
+                        ", ".join(self.report.dims), report)
+        return report
+
+    # ---- per call --------------------------------------------------------------------
+    def __call__(self, *args: Any) -> Any:
+        return _call_without_dynamo(self._call, args)
+
+    def _read(self, args: Sequence[Any]) -> dict:
+        values = {}
+        for sym, places in self.symbols.items():
+            pos, dim = places[0]
+            values[sym] = int(args[pos]) if dim is None else int(args[pos].shape[dim])
+        return values
+
+    def _bucket(self, d: BucketedDim, n: int) -> int | None:
+        sizes = d.sizes
+        if sizes == AUTO:
+            policy = self.auto[d.symbol]
+            policy.observe(n)
+            sizes = policy.sizes
+            if sizes is None:
+                return None  # still profiling: eager
+        i = bisect.bisect_left(sizes, n)
+        if i == len(sizes):
+            if d.sizes == AUTO:
+                return None
+            if self.config.exact_above_buckets:
+                return n
+            raise BucketError(f"{d.label} has size {n}, above the largest bucket {sizes[-1]} "
+                              f"(buckets {list(sizes)}); add a bucket or set "
+                              "options={'exact_above_buckets': True}")
+        return sizes[i]
+
+    def _training(self, args: Sequence[Any]) -> bool:
+        return torch.is_grad_enabled() and any(
+            isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+
+    def _call(self, args: tuple) -> Any:
+        self.report.calls += 1
+        values = self._read(args)
+        padded = dict(values)
+        exact_reason = None
+        if self._training(args):
+            exact_reason = "training graphs are not bucketed"
+        elif not self.report.safety.safe:
+            exact_reason = str(self.report.safety)
+        else:
+            for d in self.dims:
+                b = self._bucket(d, values[d.symbol])
+                if b is None:
+                    self.report.eager_calls += 1
+                    return self.gm(*args)
+                padded[d.symbol] = b
+        self._count(values, padded)
+        key = tuple(sorted((str(s), v) for s, v in padded.items()))
+        fn = self.cache.get(key)
+        call_args = self._pad(args, values, padded)
+        if fn is None:
+            if exact_reason and exact_reason not in self.report.exact_reasons:
+                self.report.exact_reasons.append(exact_reason)
+            fn = self.compile_fn(self.gm, list(call_args))
+            self.cache[key] = fn
+            self.report.compiles += 1
+        outs = fn(*call_args)
+        return self._slice(outs, values, padded)
+
+    def _count(self, values: dict, padded: dict) -> None:
+        for d in self.dims:
+            self.report.real_elements += values[d.symbol]
+            self.report.padded_elements += padded[d.symbol]
+
+    def _pad(self, args: tuple, values: dict, padded: dict) -> list:
+        out = list(args)
+        for sym, places in self.symbols.items():
+            if padded[sym] == values[sym]:
+                continue
+            for pos, dim in places:
+                out[pos] = padded[sym] if dim is None else _pad_dim(out[pos], dim, padded[sym])
+        return out
+
+    def _slice(self, outs: Any, values: dict, padded: dict) -> Any:
+        if padded == values:
+            return outs
+        result = list(outs)
+        for k, exprs in enumerate(self.outputs):
+            if exprs is None or not isinstance(result[k], torch.Tensor):
+                continue
+            t = result[k]
+            for dim, e in enumerate(exprs):
+                if isinstance(e, sympy.Expr) and e.free_symbols:
+                    n = _sym_value(e, values)
+                    if n != t.shape[dim]:
+                        t = t.narrow(dim, 0, n)
+            result[k] = t
+        return type(outs)(result) if isinstance(outs, tuple) else result
+
+
+def _pad_dim(a: torch.Tensor, dim: int, size: int) -> torch.Tensor:
+    """Zero-pad ``a`` along ``dim`` up to ``size``."""
+    shape = list(a.shape)
+    shape[dim] = size - shape[dim]
+    return torch.cat([a, a.new_zeros(shape)], dim)
+
+
+@torch._dynamo.disable
+def _call_without_dynamo(fn: Callable, args: tuple) -> Any:
+    return fn(args)
