@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import itertools
 from typing import Any
 
 import torch
-
+from npu_inductor.runtime.allocator import AclBackend, CachingAllocator
 from npu_inductor.runtime.host_acl import HostAcl
 from npu_inductor.runtime.memory import DevicePtr
+
+# Deferred host output buffers get addresses here (never dereferenced as device memory).
+_OUTPUT_BASE = 1 << 46
 
 
 class DeviceError(RuntimeError):
@@ -32,20 +36,36 @@ class HostDevice:
 
     def __init__(self) -> None:
         self.acl = HostAcl()
+        self._next_output = itertools.count(_OUTPUT_BASE, 512)
+
+    @property
+    def allocator(self) -> CachingAllocator:
+        return self.acl.allocator
 
     def bind_input(self, t: torch.Tensor) -> tuple[DevicePtr, int]:
         t = t if t.is_contiguous() else t.contiguous()
         return DevicePtr.of(t.data_ptr(), t), t.numel() * t.element_size()
 
     def alloc_output(self, dtype: torch.dtype, shape: tuple[int, ...]) -> tuple[DevicePtr, int]:
-        t = torch.empty(shape, dtype=dtype)
-        return DevicePtr.of(t.data_ptr(), t), t.numel() * t.element_size()
+        """A deferred buffer: the model hands its result tensor over in it (no copy)."""
+        size = torch.Size(shape).numel() * dtype.itemsize
+        return DevicePtr.of(next(self._next_output), deferred=True), size
 
     def fetch_output(self, ptr: DevicePtr, dtype: torch.dtype, shape: tuple[int, ...]) -> Any:
         return ptr.tensor
 
     def release(self, ptr: DevicePtr) -> None:
         """Host-registered buffers need no release."""
+
+    def configure_model(self, model_id: int, config: Any) -> None:
+        """Apply per-compile options (``memory_plan``, ``memory_limit``) to a loaded model."""
+        self.acl.models[model_id].set_memory_plan(config.memory_plan)
+        if config.memory_limit is not None:
+            self.allocator.set_memory_limit(config.memory_limit)
+
+    def memory_plan(self, model_id: int) -> dict[str, Any]:
+        """The model's static memory plan as JSON-able data (``memory_plan.json``)."""
+        return self.acl.models[model_id].plan_json()
 
 
 class AclDevice:
@@ -65,21 +85,19 @@ class AclDevice:
         check(acl.rt.set_device(device_id), "acl.rt.set_device")
         self.context, ret = acl.rt.create_context(device_id)
         check(ret, "acl.rt.create_context")
+        self.allocator = CachingAllocator(AclBackend(acl))
 
     def bind_input(self, t: torch.Tensor) -> tuple[int, int]:
         t = t.contiguous()
         size = t.numel() * t.element_size()
-        ptr, ret = self.acl.rt.malloc(max(size, 1), self.MALLOC_HUGE_FIRST)
-        check(ret, "acl.rt.malloc")
+        ptr = self.allocator.malloc(size)
         check(self.acl.rt.memcpy(ptr, size, t.data_ptr(), size, self.MEMCPY_H2D),
               "acl.rt.memcpy")
         return ptr, size
 
     def alloc_output(self, dtype: torch.dtype, shape: tuple[int, ...]) -> tuple[int, int]:
         size = torch.Size(shape).numel() * dtype.itemsize
-        ptr, ret = self.acl.rt.malloc(max(size, 1), self.MALLOC_HUGE_FIRST)
-        check(ret, "acl.rt.malloc")
-        return ptr, size
+        return self.allocator.malloc(size), size
 
     def fetch_output(self, ptr: int, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
         out = torch.empty(shape, dtype=dtype)
@@ -89,7 +107,15 @@ class AclDevice:
         return out
 
     def release(self, ptr: int) -> None:
-        check(self.acl.rt.free(ptr), "acl.rt.free")
+        self.allocator.free(ptr)
+
+    def configure_model(self, model_id: int, config: Any) -> None:
+        """ATC plans the .om's memory itself; only the allocator limit applies here."""
+        if config.memory_limit is not None:
+            self.allocator.set_memory_limit(config.memory_limit)
+
+    def memory_plan(self, model_id: int) -> dict[str, Any]:
+        return {"planned": False, "reason": "the acl device's memory is planned by ATC/GE"}
 
 
 def acl_available() -> bool:

@@ -13,10 +13,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import torch
-
-from npu_inductor.ge.serialize import from_air
+from npu_inductor.runtime.allocator import CachingAllocator, HostBackend
 from npu_inductor.runtime.host_model import HostModel
 from npu_inductor.runtime.memory import DevicePtr, SlabMemory, view_as
+
+from npu_inductor.ge.serialize import from_air
 
 ACL_SUCCESS = 0
 ACL_ERROR_INVALID_PARAM = 100000
@@ -36,10 +37,15 @@ class Dataset:
 
 
 class HostAcl:
-    """pyACL-shaped API over ``SlabMemory`` and ``HostModel``."""
+    """pyACL-shaped API over ``SlabMemory`` and ``HostModel``.
+
+    ``allocator`` is the device's caching allocator; loaded models take their planned
+    workspaces from it (a real device's runtime does the same with its memory pool).
+    """
 
     def __init__(self, memory: SlabMemory | None = None) -> None:
         self.memory = memory or SlabMemory()
+        self.allocator = CachingAllocator(HostBackend(self.memory))
         self.models: dict[int, HostModel] = {}
         self._next_model = 1
         self.rt = SimpleNamespace(malloc=self._malloc, free=self._free, memcpy=self._memcpy)
@@ -97,7 +103,7 @@ class HostAcl:
     def _load_from_mem(self, model: bytes, size: int) -> tuple[int, int]:
         model_id = self._next_model
         self._next_model += 1
-        self.models[model_id] = HostModel(from_air(bytes(model[:size])))
+        self.models[model_id] = HostModel(from_air(bytes(model[:size])), self.allocator)
         return model_id, ACL_SUCCESS
 
     def _unload(self, model_id: int) -> int:
@@ -116,6 +122,9 @@ class HostAcl:
                                                                        model.inputs)]
         results = model.execute(args)
         for buf, value in zip(outputs.buffers, results):
+            if getattr(buf.ptr, "deferred", False):
+                buf.ptr.tensor = value  # zero copy: the result becomes the output buffer
+                continue
             out = getattr(buf.ptr, "tensor", None)
             if out is None:
                 out = view_as(self.memory.resolve(buf.ptr, buf.size), value.dtype, value.shape)

@@ -4,20 +4,33 @@
 ``HostModel`` is built from the parsed ``.air`` bytes only. Ops are already in
 topological order; each becomes a step ``(kernel, argument slots, attrs, output slots)``
 over a flat list of value slots. Data steps read the bound inputs, Const payloads are
-decoded once at load time, and a slot is dropped right after its last reader so that
-intermediate memory is released as early as on a device.
+decoded once at load time.
+
+Each step output has a destination:
+
+* ``ws``: an intermediate placed by the static memory plan (``memory_plan.py``) at an
+  offset of one workspace taken from the caching allocator for the run. An ``out=``
+  kernel writes there directly; any other kernel's result is copied there.
+* ``graph``: a graph output. An ``out=`` kernel writes straight into the tensor handed to
+  the user; any other kernel's result is handed over as is when it is fresh memory, and
+  copied only when it aliases the workspace, an input or a constant.
+* ``keep``: the kernel's result is used as is (views of graph inputs; every intermediate
+  when planning is off, released right after its last reader).
+* ``drop``: an output nobody reads.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
+from npu_inductor.runtime.kernels import KERNELS, OUT_KERNELS
+from npu_inductor.runtime.memory_plan import VIEW_OPS, MemoryPlan, PlanError, PlanStep, plan_memory
 
 from npu_inductor.ge.ir import Graph, OpNode
 from npu_inductor.ge.op_specs import get_spec
-from npu_inductor.runtime.kernels import KERNELS
 
 
 class HostExecutionError(RuntimeError):
@@ -31,6 +44,16 @@ class Step:
     args: tuple  # per prototype input: slot int, None (unfed) or tuple of slots (dynamic)
     attrs: dict[str, Any]
     outs: tuple[int, ...]
+    sigs: tuple[tuple[torch.dtype | None, tuple[int, ...]], ...]  # (dtype, shape) per output
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A step with its output destinations decided (see the note at the top)."""
+
+    step: Step
+    use_out: bool                  # call the kernel with out= (single output)
+    dests: tuple[tuple, ...]       # per output: ("ws", slot) | ("graph",) | ("keep",) | ("drop",)
     frees: tuple[int, ...]
 
 
@@ -59,30 +82,48 @@ def _arg_layout(op: OpNode, slot_of: dict[str, int]) -> tuple:
     return tuple(args)
 
 
-class HostModel:
-    """A loaded GE graph, executable with host kernels."""
+def _nbytes(sig: tuple[torch.dtype | None, tuple[int, ...]]) -> int | None:
+    dtype, shape = sig
+    if dtype is None or any(d < 0 for d in shape):
+        return None
+    return torch.Size(shape).numel() * dtype.itemsize
 
-    def __init__(self, graph: Graph) -> None:
+
+class HostModel:
+    """A loaded GE graph, executable with host kernels in a planned workspace."""
+
+    def __init__(self, graph: Graph, allocator: Any = None, *, memory_plan: bool = True) -> None:
         self.graph = graph
+        self.allocator = allocator
         self.inputs = graph.data_ops()
         self.consts: dict[int, torch.Tensor] = {}
         self.steps: list[Step] = []
         self.data_slots: list[int] = []
         self.output_slots: tuple[int, ...] = ()
-        self._plan()
+        self.output_sigs: list[tuple] = []
+        self._build()
+        self.plan: MemoryPlan | None = None
+        self.plan_error: str | None = None
+        self._views: tuple[Any, dict[int, torch.Tensor]] | None = None
+        self.set_memory_plan(memory_plan)
 
-    def _plan(self) -> None:
+    # ---- loading ---------------------------------------------------------------------------
+    def _build(self) -> None:
         slot_of: dict[str, int] = {}
-        last_use: dict[int, int] = {}
         raw: list[tuple[OpNode, tuple]] = []
         data_slot: dict[int, int] = {}
+        sig_of: dict[int, tuple] = {}
         for op in self.graph.ops:
             args = () if op.type in ("Data", "Const") else _arg_layout(op, slot_of)
             if op.type == "NetOutput":
-                self.output_slots = tuple(slot_of[e] for e in op.inputs if not e.endswith(":-1"))
+                edges = [e for e in op.inputs if not e.endswith(":-1")]
+                self.output_slots = tuple(slot_of[e] for e in edges)
+                self.output_sigs = [sig_of[s] for s in self.output_slots]
                 continue
             for k in range(max(len(op.output_descs), 1)):
                 slot_of[f"{op.name}:{k}"] = len(slot_of)
+                d = op.output_descs[k] if k < len(op.output_descs) else None
+                sig_of[len(slot_of) - 1] = (d.dtype, tuple(d.shape)) if d else (None, ())
             if op.type == "Data":
                 data_slot[op.attr("index")] = slot_of[f"{op.name}:0"]
             elif op.type == "Const":
@@ -91,44 +132,229 @@ class HostModel:
                 if op.type not in KERNELS:
                     raise HostExecutionError(f"host device has no kernel for GE op type "
                                              f"{op.type!r} (op {op.name!r})")
-                for s in _flat(args):
-                    last_use[s] = len(raw)
                 raw.append((op, args))
         self.num_slots = len(slot_of)
         self.data_slots = [data_slot[i] for i in range(len(data_slot))]
-        keep = set(self.output_slots) | set(self.consts)
-        frees_at: dict[int, list[int]] = {}
-        for s, i in last_use.items():
-            if s not in keep:
-                frees_at.setdefault(i, []).append(s)
-        for i, (op, args) in enumerate(raw):
+        for op, args in raw:
             first = slot_of[f"{op.name}:0"]
             outs = tuple(range(first, first + max(len(op.output_descs), 1)))
             attrs = {k: _py(a.value) for k, a in op.attrs.items()}
             self.steps.append(Step(op, KERNELS[op.type], args, attrs, outs,
-                                   tuple(frees_at.get(i, ()))))
+                                   tuple(sig_of[s] for s in outs)))
 
+    # ---- binding outputs to memory ---------------------------------------------------------
+    def set_memory_plan(self, enabled: bool) -> None:
+        """Plan intermediates into one workspace (``enabled``) or keep kernel results."""
+        self.plan, self.plan_error, self._views = None, None, None
+        self.bound = self._bind(planned=enabled)
+        if enabled and self.plan is None and self.plan_error is None:
+            self.plan_error = "no intermediate tensors"
+
+    def _bind(self, planned: bool) -> list[Bound]:
+        graph_outs = set(self.output_slots)
+        external = set(self.data_slots) | set(self.consts)
+        reads = _read_counts(self.steps)
+        dests: dict[int, tuple] = {}
+        use_out: list[bool] = []
+        for st in self.steps:
+            src = _flat(st.args)[0] if _flat(st.args) else None
+            for s in st.outs:
+                if s in graph_outs:
+                    dests[s] = ("graph",)
+                elif not planned or (st.op.type in VIEW_OPS and dests.get(src, ("x",))[0] != "ws"):
+                    dests[s] = ("keep",) if reads.get(s) else ("drop",)
+                elif reads.get(s) or _can_out(st):
+                    dests[s] = ("ws", s)
+                else:
+                    dests[s] = ("drop",)
+            use_out.append(_can_out(st) and dests[st.outs[0]][0] in ("ws", "graph"))
+        if planned:
+            ws = {s for s, d in dests.items() if d[0] == "ws"}
+            try:
+                self.plan = plan_memory(self._plan_steps(use_out), ws) if ws else None
+            except PlanError as e:
+                self.plan_error = str(e)
+                return self._bind(planned=False)
+        frees = _frees(self.steps, dests, graph_outs | external)
+        return [Bound(st, u, tuple(dests[s] for s in st.outs), f)
+                for st, u, f in zip(self.steps, use_out, frees)]
+
+    def _plan_steps(self, use_out: list[bool]) -> list[PlanStep]:
+        sig = {s: g for st in self.steps for s, g in zip(st.outs, st.sigs)}
+        return [PlanStep(st.op.type, tuple(_flat(st.args)), st.outs,
+                         tuple(_nbytes(g) for g in st.sigs), st.sigs,
+                         tuple(sig.get(s) for s in _flat(st.args)), writes_early=u)
+                for st, u in zip(self.steps, use_out)]
+
+    # ---- execution ---------------------------------------------------------------------------
     def execute(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Run the graph; returns fresh output tensors (never views of the workspace)."""
+        if self.plan is None or self.allocator is None:
+            return self._run(inputs, {}, None)
+        size = self.plan.workspace_bytes
+        addr = self.allocator.malloc(size)
+        try:
+            ws = self.allocator.tensor(addr, size)
+            return self._run(inputs, self._workspace_views(addr, ws), ws)
+        finally:
+            self.allocator.free(addr)
+
+    def _workspace_views(self, addr: int, ws: torch.Tensor) -> dict[int, torch.Tensor]:
+        key = (addr, getattr(self.allocator, "generation", 0))
+        if self._views is None or self._views[0] != key:
+            plan = self.plan
+            sigs = {s: g for st in self.steps for s, g in zip(st.outs, st.sigs)}
+            views = {s: ws[off:off + plan.nbytes[s]].view(sigs[s][0]).view(sigs[s][1])
+                     for s, off in plan.offsets.items()}
+            self._views = (key, views)
+        return self._views[1]
+
+    def _run(self, inputs: Sequence[torch.Tensor], views: dict[int, torch.Tensor],
+             ws: torch.Tensor | None) -> list[torch.Tensor]:
         vals: list[Any] = [None] * self.num_slots
         for slot, t in self.consts.items():
             vals[slot] = t
         for slot, t in zip(self.data_slots, inputs):
             vals[slot] = t
-        for step in self.steps:
-            args = [_fetch(vals, a) for a in step.args]
+        ws_ptr = ws.untyped_storage().data_ptr() if ws is not None else None
+        for b in self.bound:
             try:
-                result = step.fn(*args, **step.attrs)
+                _run_step(b, vals, views, ws_ptr)
             except Exception as e:
-                raise HostExecutionError(f"GE op {step.op.name!r} ({step.op.type}) failed on "
-                                         f"the host device: {type(e).__name__}: {e}") from e
-            if len(step.outs) == 1:
-                vals[step.outs[0]] = result
-            else:
-                for s, r in zip(step.outs, result):
-                    vals[s] = r
-            for s in step.frees:
+                op = b.step.op
+                raise HostExecutionError(f"GE op {op.name!r} ({op.type}) failed on the host "
+                                         f"device: {type(e).__name__}: {e}") from e
+            for s in b.frees:
                 vals[s] = None
-        return [vals[s] for s in self.output_slots]
+        return self._outputs(vals)
+
+    def _outputs(self, vals: list[Any]) -> list[torch.Tensor]:
+        produced = {s for st in self.steps for s in st.outs}
+        seen: set[int] = set()
+        outs = []
+        for s in self.output_slots:
+            t = vals[s]
+            # inputs, constants and repeated outputs must not be shared with the caller
+            outs.append(t.clone() if s in seen or s not in produced else t)
+            seen.add(s)
+        return outs
+
+    def plan_json(self) -> dict[str, Any]:
+        """The memory plan as written to ``memory_plan.json`` (or why there is none)."""
+        if self.plan is None:
+            return {"graph": self.graph.name, "planned": False, "reason": self.plan_error}
+        return {"graph": self.graph.name, "planned": True, **self.plan.to_json()}
+
+
+def _can_out(st: Step) -> bool:
+    return (st.op.type in OUT_KERNELS and len(st.outs) == 1 and st.op.type not in VIEW_OPS
+            and _nbytes(st.sigs[0]) is not None)
+
+
+def _run_step(b: Bound, vals: list[Any], views: dict[int, torch.Tensor],
+              ws_ptr: int | None) -> None:
+    st = b.step
+    args = [_fetch(vals, a) for a in st.args]
+    if b.use_out:
+        dest = b.dests[0]
+        dst = views[dest[1]] if dest[0] == "ws" else torch.empty(st.sigs[0][1],
+                                                                 dtype=st.sigs[0][0])
+        st.fn(*args, out=dst, **st.attrs)
+        vals[st.outs[0]] = dst
+        return
+    result = st.fn(*args, **st.attrs)
+    results = (result,) if len(st.outs) == 1 else tuple(result)
+    if ws_ptr is not None:
+        results = _detach_overlaps(results, b, views, ws_ptr)
+    for s, dest, r, sig in zip(st.outs, b.dests, results, st.sigs):
+        kind = dest[0]
+        if kind == "ws":
+            vals[s] = _store(r, views[s])
+        elif kind == "graph":
+            vals[s] = _hand_over(r, sig, args, ws_ptr)
+        elif kind == "keep":
+            vals[s] = r
+
+
+def _store(r: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    """Put a kernel result at its planned place (free when it is already there)."""
+    if r.data_ptr() == dst.data_ptr() and r.is_contiguous() and r.dtype == dst.dtype:
+        return dst
+    if r.shape != dst.shape:
+        raise HostExecutionError(f"kernel produced shape {tuple(r.shape)}, the GE graph "
+                                 f"declares {tuple(dst.shape)}")
+    return dst.copy_(r)
+
+
+def _hand_over(r: torch.Tensor, sig: tuple, args: list[Any], ws_ptr: int | None) -> torch.Tensor:
+    """A graph output: the result itself when it is fresh memory, else a copy."""
+    dtype, shape = sig
+    storage = r.untyped_storage().data_ptr()
+    shared = storage == ws_ptr or any(storage == a.untyped_storage().data_ptr()
+                                      for a in _tensors(args))
+    if tuple(r.shape) != tuple(shape):
+        raise HostExecutionError(f"kernel produced shape {tuple(r.shape)}, the GE graph "
+                                 f"declares {tuple(shape)}")
+    if shared or not r.is_contiguous() or (dtype is not None and r.dtype != dtype):
+        out = torch.empty(shape, dtype=dtype or r.dtype)
+        return out.copy_(r)
+    return r
+
+
+def _byte_range(t: torch.Tensor) -> tuple[int, int]:
+    """Bytes ``[lo, hi)`` a tensor may touch (torch strides are never negative)."""
+    if t.numel() == 0:
+        return (t.data_ptr(), t.data_ptr())
+    span = sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1
+    return (t.data_ptr(), t.data_ptr() + span * t.element_size())
+
+
+def _detach_overlaps(results: tuple, b: Bound, views: dict[int, torch.Tensor],
+                     ws_ptr: int) -> tuple:
+    """Clone results that view workspace bytes this step is about to overwrite."""
+    dsts = [_byte_range(views[d[1]]) for d in b.dests if d[0] == "ws"]
+    if not dsts:
+        return results
+    out = []
+    for r in results:
+        if isinstance(r, torch.Tensor) and r.untyped_storage().data_ptr() == ws_ptr:
+            lo, hi = _byte_range(r)
+            if any(lo < dhi and dlo < hi and not (lo == dlo and r.is_contiguous())
+                   for dlo, dhi in dsts):
+                r = r.clone()
+        out.append(r)
+    return tuple(out)
+
+
+def _read_counts(steps: list[Step]) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for st in steps:
+        for s in _flat(st.args):
+            counts[s] = counts.get(s, 0) + 1
+    return counts
+
+
+def _frees(steps: list[Step], dests: dict[int, tuple], keep: set[int]) -> list[tuple[int, ...]]:
+    """Slots to drop after each step (after their last reader), so memory goes early."""
+    last: dict[int, int] = {}
+    for i, st in enumerate(steps):
+        for s in _flat(st.args):
+            last[s] = i
+    out: list[list[int]] = [[] for _ in steps]
+    for s, i in last.items():
+        if s not in keep:
+            out[i].append(s)
+    return [tuple(f) for f in out]
+
+
+def _tensors(args: list[Any]) -> list[torch.Tensor]:
+    flat: list[torch.Tensor] = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            flat.append(a)
+        elif isinstance(a, list):
+            flat.extend(x for x in a if isinstance(x, torch.Tensor))
+    return flat
 
 
 def _fetch(vals: list, a: Any) -> Any:
