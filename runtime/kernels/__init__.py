@@ -10,14 +10,20 @@ from __future__ import annotations
 from typing import Callable
 
 KERNELS: dict[str, Callable] = {}
+# Op types whose (single-output) kernel also accepts ``out=``: a contiguous tensor of the
+# GE output's dtype and shape to write into (the memory plan's workspace slot or the
+# user's output buffer) and return.
+OUT_KERNELS: set[str] = set()
 
 
-def kernel(*op_types: str) -> Callable:
+def kernel(*op_types: str, out: bool = False) -> Callable:
     def deco(fn: Callable) -> Callable:
         for t in op_types:
             if t in KERNELS:
                 raise ValueError(f"duplicate host kernel for {t}")
             KERNELS[t] = fn
+            if out:
+                OUT_KERNELS.add(t)
         return fn
     return deco
 
