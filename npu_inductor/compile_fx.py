@@ -93,6 +93,7 @@ def load_graph(lowered: LoweredGraph, config: NpuConfig) -> CompiledGraph:
     model = compile_om(lowered.graph, air, config) if device.kind == "acl" else air
     executor = module.Executor(device, model)
     executor.source = source
+    device.configure_model(executor.model_id, config)  # memory_plan / memory_limit
     return CompiledGraph(lowered.graph.name, lowered, executor, air)
 
 
@@ -106,3 +107,5 @@ def write_dump(folder: Path, compiled: CompiledGraph, fx_before: str | None,
     (folder / "fx_before_passes.py").write_text(fx_before or "")
     (folder / "fx_after_passes.py").write_text(fx_after)
     (folder / "executor.py").write_text(compiled.executor.source)
+    compiled.executor.device.write_memory_plan(compiled.executor.model_id,
+                                               folder / "memory_plan.json")

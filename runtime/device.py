@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 import importlib.util
 import itertools
+import json
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -67,6 +69,9 @@ class HostDevice:
         """The model's static memory plan as JSON-able data (``memory_plan.json``)."""
         return self.acl.models[model_id].plan_json()
 
+    def write_memory_plan(self, model_id: int, path: Path) -> None:
+        path.write_text(json.dumps(self.memory_plan(model_id), indent=1))
+
 
 class AclDevice:
     """A real Ascend device through pyACL (CANN); inputs are copied H2D, outputs D2H."""
@@ -116,6 +121,9 @@ class AclDevice:
 
     def memory_plan(self, model_id: int) -> dict[str, Any]:
         return {"planned": False, "reason": "the acl device's memory is planned by ATC/GE"}
+
+    def write_memory_plan(self, model_id: int, path: Path) -> None:
+        path.write_text(json.dumps(self.memory_plan(model_id), indent=1))
 
 
 def acl_available() -> bool:

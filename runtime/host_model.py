@@ -147,8 +147,8 @@ class HostModel:
         """Plan intermediates into one workspace (``enabled``) or keep kernel results."""
         self.plan, self.plan_error, self._views = None, None, None
         self.bound = self._bind(planned=enabled)
-        if enabled and self.plan is None and self.plan_error is None:
-            self.plan_error = "no intermediate tensors"
+        if self.plan is None and self.plan_error is None:
+            self.plan_error = "no intermediate tensors" if enabled else "memory_plan is off"
 
     def _bind(self, planned: bool) -> list[Bound]:
         graph_outs = set(self.output_slots)
@@ -243,7 +243,11 @@ class HostModel:
         """The memory plan as written to ``memory_plan.json`` (or why there is none)."""
         if self.plan is None:
             return {"graph": self.graph.name, "planned": False, "reason": self.plan_error}
-        return {"graph": self.graph.name, "planned": True, **self.plan.to_json()}
+        names = {s: f"{st.op.name}:{k}" for st in self.steps for k, s in enumerate(st.outs)}
+        data = self.plan.to_json()
+        for b in data["buffers"]:
+            b["tensors"] = [names[s] for s in b["slots"]]
+        return {"graph": self.graph.name, "planned": True, **data}
 
 
 def _can_out(st: Step) -> bool:
