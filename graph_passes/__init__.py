@@ -1,11 +1,36 @@
-"""FX -> FX passes, run in the order of ``PASSES`` by ``run_passes``."""
+"""FX -> FX passes, run in the order of ``PASSES`` by ``run_passes``.
+
+The runner logs each pass with node counts before/after, dumps the FX graph before and
+after each pass into ``<dump_dir>/passes/<graph>/`` when ``dump_dir`` is set, and runs the
+verifier (``verify.py``) after each pass when ``verify`` (``NPU_INDUCTOR_VERIFY=1``) is on.
+Every replacement bumps a named counter in ``counters`` (tests assert on them).
+Fusion passes (``FUSIONS``) run only with ``fusions=True`` (the default).
+"""
 
 from __future__ import annotations
 
+import itertools
 import logging
-from typing import Callable
+import time
+from collections.abc import Callable
+from pathlib import Path
 
 import torch
+from npu_inductor.graph_passes.common import counters, real_inputs
+from npu_inductor.graph_passes.constant_fold import constant_fold
+from npu_inductor.graph_passes.cse import cse
+from npu_inductor.graph_passes.dce import dce
+from npu_inductor.graph_passes.freeze import freeze_parameters
+from npu_inductor.graph_passes.fuse_attention import fuse_attention
+from npu_inductor.graph_passes.fuse_conv_bn import fuse_conv_bn
+from npu_inductor.graph_passes.fuse_gelu import fuse_gelu
+from npu_inductor.graph_passes.fuse_matmul import fuse_matmul
+from npu_inductor.graph_passes.fuse_rms_norm import fuse_add_rms_norm, fuse_rms_norm
+from npu_inductor.graph_passes.fuse_rotary import fuse_rotary
+from npu_inductor.graph_passes.fuse_swiglu import fuse_swiglu
+from npu_inductor.graph_passes.noop import remove_noops
+from npu_inductor.graph_passes.report import fusion_report
+from npu_inductor.graph_passes.verify import GraphVerificationError, verify
 
 from npu_inductor.config import NpuConfig
 
@@ -13,12 +38,56 @@ log = logging.getLogger("npu_inductor.passes")
 
 Pass = Callable[[torch.fx.GraphModule, NpuConfig], torch.fx.GraphModule]
 
-PASSES: list[Pass] = []
+FUSIONS: frozenset[Pass] = frozenset({
+    fuse_conv_bn, fuse_rms_norm, fuse_add_rms_norm, fuse_rotary, fuse_attention, fuse_swiglu,
+    fuse_gelu, fuse_matmul,
+})
+
+PASSES: list[Pass] = [
+    freeze_parameters,
+    remove_noops,
+    constant_fold,
+    cse,
+    dce,
+    fuse_conv_bn,  # before noop/matmul rewrites: matches aten.convolution + batch norm
+    fuse_rms_norm,
+    fuse_add_rms_norm,  # consumes rms_norm nodes whose input is a residual add
+    fuse_rotary,
+    fuse_attention,
+    fuse_swiglu,  # merges frozen gate/up mm pairs, so before fuse_matmul
+    fuse_gelu,
+    fuse_matmul,  # last: folds the transposes/bias the other fusions left
+    remove_noops,
+    dce,
+]
+
+_GRAPH_IDS = itertools.count()
+
+
+def _dump(folder: Path | None, step: int, name: str, gm: torch.fx.GraphModule) -> None:
+    if folder is not None:
+        (folder / f"{step:02d}_{name}.py").write_text(gm.print_readable(print_output=False))
 
 
 def run_passes(gm: torch.fx.GraphModule, config: NpuConfig) -> torch.fx.GraphModule:
-    for p in PASSES:
-        before = len(gm.graph.nodes)
+    """Run ``PASSES`` over ``gm`` (fusions only when ``config.fusions``)."""
+    folder = None
+    if config.dump_dir:
+        folder = Path(config.dump_dir) / "passes" / f"graph_{next(_GRAPH_IDS)}"
+        folder.mkdir(parents=True, exist_ok=True)
+        _dump(folder, 0, "input", gm)
+    for step, p in enumerate(PASSES, 1):
+        if p in FUSIONS and not config.fusions:
+            continue
+        before, start = len(gm.graph.nodes), time.perf_counter()
         gm = p(gm, config)
-        log.debug("pass %s: %d -> %d nodes", p.__name__, before, len(gm.graph.nodes))
+        log.info("pass %-18s %4d -> %4d nodes (%.1f ms)", p.__name__, before,
+                 len(gm.graph.nodes), 1e3 * (time.perf_counter() - start))
+        _dump(folder, step, p.__name__, gm)
+        if config.verify:
+            verify(gm, after=p.__name__)
     return gm
+
+
+__all__ = ["FUSIONS", "PASSES", "GraphVerificationError", "counters", "fusion_report",
+           "real_inputs", "run_passes", "verify"]

@@ -71,13 +71,15 @@ def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig) -> Lowe
             position = len(placeholders)
             placeholders[node] = position
             val = node.meta.get("val")
-            if isinstance(val, torch.Tensor):
+            if isinstance(val, torch.Tensor) and node.users:  # frozen params have none
                 data_inputs.append(position)
                 env[node] = builder.data(val.dtype, static_shape(val.shape), node.name)
             else:
                 env[node] = val
         elif node.op == "call_function":
             env[node] = _lower_call(ctx, node, env)
+        elif node.op == "get_attr":  # constants made by graph_passes (folding, freezing)
+            env[node] = builder.const(operator.attrgetter(node.target)(gm), node.name)
         elif node.op == "output":
             outputs = _lower_output(builder, node.args[0], env, placeholders)
         else:

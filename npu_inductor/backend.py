@@ -18,6 +18,7 @@ from torch._functorch.partitioners import default_partition
 from npu_inductor.buckets import BucketedGraph, find_bucketed_dims
 from npu_inductor.compile_fx import compile_fx_graph
 from npu_inductor.config import NpuConfig, resolve
+from npu_inductor.graph_passes import real_inputs
 from npu_inductor.lowering.decompositions import decomposition_table
 from npu_inductor.padding_safety import ATTENTION_OPS
 
@@ -38,7 +39,8 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
         return BucketedGraph(gm, example_inputs, config, dims,
                              compile_fn=make_aot_backend(config),
                              aten_graph=lambda: trace_aten(gm, example_inputs))
-    return make_aot_backend(config)(gm, example_inputs)
+    with real_inputs(example_inputs):  # freeze_parameters reads the real weights
+        return make_aot_backend(config)(gm, example_inputs)
 
 
 def make_aot_backend(config: NpuConfig) -> Any:

@@ -1,0 +1,191 @@
+"""Helpers shared by the passes: counters, graph kind, node matching, meta['val'] upkeep."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import contextvars
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import torch
+from torch._guards import detect_fake_mode
+from torch.fx import GraphModule, Node
+
+aten = torch.ops.aten
+log = logging.getLogger("npu_inductor.passes")
+
+# Replacements made by every pass, by name; tests read these (``counters["fuse_rms_norm"]``).
+counters: collections.Counter[str] = collections.Counter()
+
+# The real (non-fake) example inputs Dynamo handed the backend, for freeze_parameters.
+_REAL_INPUTS: contextvars.ContextVar[list | None] = contextvars.ContextVar(
+    "npu_real_inputs", default=None)
+
+
+@contextlib.contextmanager
+def real_inputs(example_inputs: list) -> Iterator[None]:
+    """Make Dynamo's real example inputs visible to the passes while compiling."""
+    token = _REAL_INPUTS.set(list(example_inputs))
+    try:
+        yield
+    finally:
+        _REAL_INPUTS.reset(token)
+
+
+def current_real_inputs() -> list | None:
+    return _REAL_INPUTS.get()
+
+
+def bump(name: str, n: int = 1) -> None:
+    counters[name] += n
+
+
+def graph_kind(gm: GraphModule) -> str:
+    """``forward``/``backward`` for AOTAutograd training graphs (``primals_*`` and
+    ``tangents_*`` placeholders), ``inference`` otherwise."""
+    names = [n.name for n in gm.graph.find_nodes(op="placeholder")]
+    if any(n.startswith("tangents_") for n in names):
+        return "backward"
+    if any(n.startswith("primals_") for n in names):
+        return "forward"
+    return "inference"
+
+
+def is_training(gm: GraphModule) -> bool:
+    return graph_kind(gm) != "inference"
+
+
+def skip(pass_name: str, gm: GraphModule, why: str) -> None:
+    """Log why a fusion does not fire on this graph."""
+    log.info("%s: not fired on this %s graph: %s", pass_name, graph_kind(gm), why)
+
+
+# ---- matching ---------------------------------------------------------------------------
+def is_op(node: Any, *targets: Any) -> bool:
+    """``node`` is a call of one of ``targets`` (OpOverloads)."""
+    return isinstance(node, Node) and node.op == "call_function" and node.target in targets
+
+
+def val(node: Any) -> Any:
+    return node.meta.get("val") if isinstance(node, Node) else None
+
+
+def shape(node: Node) -> tuple:
+    return tuple(val(node).shape)
+
+
+def dtype(node: Node) -> torch.dtype:
+    return val(node).dtype
+
+
+def only_used_by(nodes: Iterable[Node], allowed: set[Node]) -> bool:
+    """True when every user of every node in ``nodes`` is in ``allowed``."""
+    return all(u in allowed for n in nodes for u in n.users)
+
+
+def scalar_arg(node: Node, index: int) -> float | None:
+    """A Python number argument at ``index`` (None when it is a node)."""
+    a = node.args[index] if index < len(node.args) else None
+    return a if isinstance(a, (int, float)) and not isinstance(a, bool) else None
+
+
+def permutation(node: Any) -> tuple[Node, list[int]] | None:
+    """``permute(x, p)`` / ``transpose(x, a, b)`` / ``t(x)``  ->  (x, the permutation)."""
+    if is_op(node, aten.permute.default):
+        return node.args[0], list(node.args[1])
+    if is_op(node, aten.transpose.int, aten.t.default):
+        rank = len(node.meta["val"].shape)
+        if rank < 2:
+            return None
+        a, b = node.args[1:3] if node.target is aten.transpose.int else (0, 1)
+        a, b = a % rank, b % rank
+        perm = list(range(rank))
+        perm[a], perm[b] = b, a
+        return node.args[0], perm
+    return None
+
+
+def static(shape_: Sequence[Any]) -> bool:
+    return all(isinstance(d, int) for d in shape_)
+
+
+# ---- building -----------------------------------------------------------------------------
+def fake_mode_of(gm: GraphModule) -> Any:
+    vals = [n.meta.get("val") for n in gm.graph.nodes if "val" in n.meta]
+    return detect_fake_mode(vals) or torch._subclasses.FakeTensorMode(allow_non_fake_inputs=True)
+
+
+def _fake_arg(mode: Any, a: Any) -> Any:
+    if isinstance(a, Node):
+        return a.meta["val"]
+    return a
+
+
+def set_val(gm: GraphModule, node: Node) -> Any:
+    """Fill ``node.meta['val']`` by running its target on fake inputs."""
+    if node.op == "get_attr":
+        real = getattr(gm, node.target)
+        node.meta["val"] = fake_mode_of(gm).from_tensor(real, static_shapes=True)
+        return node.meta["val"]
+    mode = fake_mode_of(gm)
+    args = torch.fx.node.map_aggregate(node.args, lambda a: _fake_arg(mode, a))
+    kwargs = torch.fx.node.map_aggregate(node.kwargs, lambda a: _fake_arg(mode, a))
+    with mode:
+        if node.target.__module__ == "_operator":  # getitem on a tuple val
+            node.meta["val"] = node.target(*args)
+        else:
+            node.meta["val"] = node.target(*args, **kwargs)
+    return node.meta["val"]
+
+
+def call(gm: GraphModule, target: Any, args: tuple, kwargs: dict | None = None,
+         like: Node | None = None) -> Node:
+    """Insert ``target(*args)`` at the current insertion point and fill its meta."""
+    node = gm.graph.call_function(target, args, kwargs or {})
+    if like is not None:
+        for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
+            if key in like.meta:
+                node.meta[key] = like.meta[key]
+    set_val(gm, node)
+    return node
+
+
+def outputs_of(gm: GraphModule, node: Node, count: int) -> list[Node]:
+    """``getitem`` nodes 0..count-1 of a multi-output node."""
+    import operator
+
+    return [call(gm, operator.getitem, (node, i)) for i in range(count)]
+
+
+_CONST_IDS = iter(range(1 << 62))
+
+
+def const_node(gm: GraphModule, tensor: torch.Tensor, hint: str = "const") -> Node:
+    """A ``get_attr`` node holding ``tensor`` (registered as a buffer of ``gm``)."""
+    name = f"_npu_{hint}_{next(_CONST_IDS)}"
+    while hasattr(gm, name):
+        name = f"_npu_{hint}_{next(_CONST_IDS)}"
+    gm.register_buffer(name, tensor.detach(), persistent=False)
+    node = gm.graph.get_attr(name)
+    set_val(gm, node)
+    return node
+
+
+def const_value(gm: GraphModule, node: Any) -> torch.Tensor | None:
+    """The real tensor behind a ``get_attr`` node (None otherwise)."""
+    if isinstance(node, Node) and node.op == "get_attr":
+        return getattr(gm, node.target)
+    return None
+
+
+def replace(old: Node, new: Node) -> None:
+    old.replace_all_uses_with(new)
+
+
+def finish(gm: GraphModule) -> GraphModule:
+    """Drop dead nodes and regenerate code after a rewrite."""
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm

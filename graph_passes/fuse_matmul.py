@@ -1,0 +1,74 @@
+"""Transposes and linear bias folded into the matmul  ==>  ``npu::matmul`` (GE ``MatMulV2``
+``transpose_x1/x2`` + ``bias`` input; ``BatchMatMulV2`` ``adj_x1/x2`` for bmm).
+
+    mm(x, t(W))                     ==>  matmul(x, W, None, False, True)
+    addmm(b, x, t(W))               ==>  matmul(x, W, b, False, True)      (beta = alpha = 1)
+    bmm(permute(x, [0, 2, 1]), y)   ==>  matmul(x, y, None, True, False)
+
+Without it every ``nn.Linear`` costs a GE ``Transpose`` of its weight per call. Fires in
+training graphs too: it changes how one forward (or backward) op reads its operands, not
+what any other graph saves or recomputes.
+"""
+
+from __future__ import annotations
+
+import torch
+from npu_inductor.graph_passes.common import aten, bump, call, finish, is_op, shape
+from torch.fx import GraphModule, Node
+
+from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
+from npu_inductor.config import NpuConfig
+
+npu = torch.ops.npu
+
+
+def _untransposed(node: object) -> Node | None:
+    """t(x) / permute(x, swap of the last two dims) -> x."""
+    if is_op(node, aten.t.default) and len(shape(node.args[0])) == 2:
+        return node.args[0]
+    if is_op(node, aten.permute.default, aten.transpose.int):
+        rank = len(shape(node))
+        if node.target is aten.transpose.int:
+            dims = sorted(d % rank for d in node.args[1:3])
+            swap = dims == [rank - 2, rank - 1]
+        else:
+            swap = list(node.args[1]) == [*range(rank - 2), rank - 1, rank - 2]
+        return node.args[0] if swap and rank in (2, 3) else None
+    return None
+
+
+def _operand(node: Node) -> tuple[Node, bool]:
+    base = _untransposed(node)
+    return (base, True) if base is not None else (node, False)
+
+
+def _rewrite(gm: GraphModule, node: Node, x1: Node, x2: Node, bias: Node | None) -> bool:
+    a, ta = _operand(x1)
+    b, tb = _operand(x2)
+    if not (ta or tb or bias is not None):
+        return False
+    with gm.graph.inserting_before(node):
+        fused = call(gm, npu.matmul.default, (a, b, bias, ta, tb), like=node)
+    node.replace_all_uses_with(fused)
+    return True
+
+
+def _addmm_bias(node: Node) -> Node | None:
+    beta, alpha = node.kwargs.get("beta", 1), node.kwargs.get("alpha", 1)
+    bias = node.args[0]
+    if beta != 1 or alpha != 1 or not isinstance(bias, Node):
+        return None
+    return bias if len(shape(bias)) == 1 and shape(bias)[0] == shape(node)[-1] else None
+
+
+def fuse_matmul(gm: GraphModule, config: NpuConfig) -> GraphModule:
+    for node in list(gm.graph.nodes):
+        done = False
+        if is_op(node, aten.mm.default, aten.bmm.default):
+            done = _rewrite(gm, node, node.args[0], node.args[1], None)
+        elif is_op(node, aten.addmm.default):
+            bias = _addmm_bias(node)
+            done = bias is not None and _rewrite(gm, node, node.args[1], node.args[2], bias)
+        if done:
+            bump("fuse_matmul")
+    return finish(gm)

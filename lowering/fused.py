@@ -1,0 +1,113 @@
+"""``npu::*`` fused ops (made by ``graph_passes``) -> the GE fused ops, per their prototypes.
+
+    npu::rms_norm              -> RmsNorm(x, gamma; epsilon)
+    npu::add_rms_norm          -> AddRmsNorm(x1, x2, gamma; epsilon)
+    npu::flash_attention       -> PromptFlashAttention(query, key, value, pse_shift, atten_mask;
+                                  num_heads, scale_value, input_layout, num_key_value_heads,
+                                  pre_tokens, next_tokens, sparse_mode)
+                                  IncreFlashAttention for a length-1 query without mask
+    npu::rotary_mul            -> RotaryMul(x, r1, r2)
+    npu::apply_rotary_pos_emb  -> ApplyRotaryPosEmb(query, key, cos, sin; layout=1 (BSND),
+                                  rotary_mode="half")
+    npu::swiglu                -> SwiGlu(x; dim)
+    npu::gelu                  -> GeluV2(x; approximate) ("none"), Gelu(x) ("tanh")
+    npu::matmul                -> MatMulV2(x1, x2, bias; transpose_x1, transpose_x2) (2-D),
+                                  BatchMatMulV2(x1, x2, bias; adj_x1, adj_x2)
+"""
+
+from __future__ import annotations
+
+import torch
+from npu_inductor.lowering.helpers import int_list
+from npu_inductor.lowering.registry import register
+
+from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
+
+npu = torch.ops.npu
+# GE's "no limit" for pre_tokens/next_tokens (int32 max).
+ALL_TOKENS = 2147483647
+BSND_LAYOUT = 1  # ApplyRotaryPosEmb's ``layout`` attr: 1 = BSND
+
+
+@register(npu.rms_norm.default)
+def rms_norm(ctx, x, gamma, eps):
+    """rms_norm(Tensor x, Tensor gamma, float eps) -> (Tensor, Tensor)"""
+    return ctx.op("RmsNorm", [x, gamma], {"epsilon": float(eps)})
+
+
+@register(npu.add_rms_norm.default)
+def add_rms_norm(ctx, x1, x2, gamma, eps):
+    """add_rms_norm(Tensor x1, Tensor x2, Tensor gamma, float eps) -> (Tensor, Tensor, Tensor)"""
+    return ctx.op("AddRmsNorm", [x1, x2, gamma], {"epsilon": float(eps)})
+
+
+def _heads(layout: str, q, k) -> tuple[int, int, int, int]:
+    """(num_heads, num_key_value_heads, Sq, Skv) of BNSD / BSND tensors."""
+    n_axis, s_axis = (1, 2) if layout == "BNSD" else (2, 1)
+    return q.shape[n_axis], k.shape[n_axis], q.shape[s_axis], k.shape[s_axis]
+
+
+def _pse_shift(ctx, mask, n: int, sq: int, skv: int):
+    """An additive mask broadcast to PromptFlashAttention's pse_shift [B or 1, N, Sq, Skv]."""
+    batch = mask.shape[0] if mask.rank == 4 else 1
+    target = (batch, n, sq, skv)
+    if tuple(mask.shape) == target:
+        return mask
+    return ctx.op("BroadcastTo", [mask, int_list(ctx, target)], out=(mask.dtype, target),
+                  suffix="pse_shift")
+
+
+@register(npu.flash_attention.default)
+def flash_attention(ctx, query, key, value, mask, scale, causal, layout):
+    """flash_attention(Tensor query, Tensor key, Tensor value, Tensor? mask, float scale, bool causal, str layout) -> Tensor"""
+    n, kvh, sq, skv = _heads(layout, query, key)
+    common = {"num_heads": n, "scale_value": float(scale), "input_layout": layout,
+              "num_key_value_heads": kvh}
+    if sq == 1 and mask is None and not causal:
+        return ctx.op("IncreFlashAttention", [query, [key], [value]], common)
+    pse = _pse_shift(ctx, mask, n, sq, skv) if mask is not None else None
+    atten_mask = None
+    tokens = {"pre_tokens": ALL_TOKENS, "next_tokens": ALL_TOKENS, "sparse_mode": 0}
+    if causal:  # 1 = masked; next_tokens=0 states the same band
+        upper = torch.ones(sq, skv, dtype=torch.bool).triu(1)
+        atten_mask = ctx.const(upper.to(query.dtype), query.dtype, suffix="causal_mask")
+        tokens["next_tokens"] = 0
+    return ctx.op("PromptFlashAttention", [query, key, value, pse, atten_mask],
+                  {**common, **tokens})
+
+
+@register(npu.rotary_mul.default)
+def rotary_mul(ctx, x, cos, sin):
+    """rotary_mul(Tensor x, Tensor cos, Tensor sin) -> Tensor"""
+    return ctx.op("RotaryMul", [x, cos, sin])
+
+
+@register(npu.apply_rotary_pos_emb.default)
+def apply_rotary_pos_emb(ctx, query, key, cos, sin):
+    """apply_rotary_pos_emb(Tensor query, Tensor key, Tensor cos, Tensor sin) -> (Tensor, Tensor)"""
+    return ctx.op("ApplyRotaryPosEmb", [query, key, cos, sin],
+                  {"layout": BSND_LAYOUT, "rotary_mode": "half"})
+
+
+@register(npu.swiglu.default)
+def swiglu(ctx, x, dim):
+    """swiglu(Tensor x, int dim) -> Tensor"""
+    return ctx.op("SwiGlu", [x], {"dim": int(dim)})
+
+
+@register(npu.gelu.default)
+def gelu(ctx, x, approximate):
+    """gelu(Tensor x, str approximate) -> Tensor"""
+    if approximate == "tanh":
+        return ctx.op("Gelu", [x])  # GE Gelu is the tanh approximation
+    return ctx.op("GeluV2", [x], {"approximate": "none"})
+
+
+@register(npu.matmul.default)
+def matmul(ctx, x1, x2, bias, transpose_x1, transpose_x2):
+    """matmul(Tensor x1, Tensor x2, Tensor? bias, bool transpose_x1, bool transpose_x2) -> Tensor"""
+    if x1.rank == 2 and x2.rank == 2:
+        return ctx.op("MatMulV2", [x1, x2, bias],
+                      {"transpose_x1": bool(transpose_x1), "transpose_x2": bool(transpose_x2)})
+    return ctx.op("BatchMatMulV2", [x1, x2, bias],
+                  {"adj_x1": bool(transpose_x1), "adj_x2": bool(transpose_x2)})

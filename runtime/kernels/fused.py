@@ -1,0 +1,131 @@
+"""Host kernels of the GE fused ops, on torch's fused CPU kernels where they exist
+(``_fused_rms_norm``, ``scaled_dot_product_attention``)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from npu_inductor.runtime.kernels import kernel
+
+aten = torch.ops.aten
+
+
+@kernel("RmsNorm")
+def rms_norm(x, gamma, epsilon=1e-6):
+    if x.dtype == torch.float32 and gamma.dtype == torch.float32:
+        return aten._fused_rms_norm(x, [x.shape[-1]], gamma, epsilon)
+    y, rstd = aten._fused_rms_norm(x.float(), [x.shape[-1]], None, epsilon)
+    return (y * gamma.float()).to(x.dtype), rstd
+
+
+@kernel("AddRmsNorm")
+def add_rms_norm(x1, x2, gamma, epsilon=1e-6):
+    x = x1 + x2
+    y, rstd = rms_norm(x, gamma, epsilon)
+    return y, rstd, x
+
+
+def _bnsd(t, layout):
+    return t.transpose(1, 2) if layout in ("BSND", "BSH") else t
+
+
+def _layout_out(out, layout):
+    return out.transpose(1, 2).contiguous() if layout in ("BSND", "BSH") else out
+
+
+def _split_bsh(t, heads, layout):
+    if layout != "BSH":
+        return t
+    b, s, h = t.shape
+    return t.reshape(b, s, heads, h // heads)
+
+
+def _band(sq, skv, pre_tokens, next_tokens):
+    """Keys query i may see under sparse_mode 0: i - pre_tokens <= j <= i + next_tokens."""
+    i = torch.arange(sq).unsqueeze(1)
+    j = torch.arange(skv).unsqueeze(0)
+    return (j <= i + next_tokens) & (j >= i - pre_tokens)
+
+
+def _attention(q, k, v, pse, atten_mask, scale, pre_tokens, next_tokens):
+    """softmax(q k^T * scale + pse, masked where atten_mask != 0) v, q/k/v in BNSD."""
+    sq, skv = q.shape[-2], k.shape[-2]
+    gqa = k.shape[1] != q.shape[1]
+    bias, causal = pse, False
+    if atten_mask is not None:
+        band = _band(sq, skv, pre_tokens, next_tokens)
+        keep = band & (atten_mask == 0)
+        causal_keep = torch.ones(sq, skv, dtype=torch.bool).tril()
+        if pse is None and keep.dim() == 2 and torch.equal(keep, causal_keep):
+            causal = True  # torch's causal fast path
+        else:
+            neg = torch.zeros(keep.shape, dtype=q.dtype).masked_fill(~keep, float("-inf"))
+            bias = neg if bias is None else bias + neg
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale,
+                                          is_causal=causal, enable_gqa=gqa)
+
+
+@kernel("PromptFlashAttention")
+def prompt_flash_attention(query, key, value, pse_shift=None, atten_mask=None,
+                           actual_seq_lengths=None, actual_seq_lengths_kv=None, deq_scale1=None,
+                           quant_scale1=None, deq_scale2=None, quant_scale2=None,
+                           quant_offset2=None, num_heads=1, scale_value=1.0,
+                           pre_tokens=214748647, next_tokens=0, input_layout="BSH",
+                           num_key_value_heads=1, sparse_mode=0, inner_precise=1):
+    kvh = num_key_value_heads or num_heads
+    q = _bnsd(_split_bsh(query, num_heads, input_layout), input_layout)
+    k = _bnsd(_split_bsh(key, kvh, input_layout), input_layout)
+    v = _bnsd(_split_bsh(value, kvh, input_layout), input_layout)
+    out = _attention(q, k, v, pse_shift, atten_mask, scale_value, pre_tokens, next_tokens)
+    out = _layout_out(out, input_layout)
+    return out.flatten(2) if input_layout == "BSH" else out
+
+
+@kernel("IncreFlashAttention")
+def incre_flash_attention(query, key, value, pse_shift=None, atten_mask=None,
+                          actual_seq_lengths=None, *unused, num_heads=1, scale_value=1.0,
+                          input_layout="BSH", num_key_value_heads=1, block_size=0,
+                          inner_precise=1, **unused_attrs):
+    key, value = torch.cat(list(key), 0), torch.cat(list(value), 0)
+    kvh = num_key_value_heads or num_heads
+    q = _bnsd(_split_bsh(query, num_heads, input_layout), input_layout)
+    k = _bnsd(_split_bsh(key, kvh, input_layout), input_layout)
+    v = _bnsd(_split_bsh(value, kvh, input_layout), input_layout)
+    bias = None
+    if atten_mask is not None:
+        bias = torch.zeros(atten_mask.shape, dtype=q.dtype).masked_fill(atten_mask != 0,
+                                                                         float("-inf"))
+    if pse_shift is not None:
+        bias = pse_shift if bias is None else bias + pse_shift
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale_value,
+                                         enable_gqa=k.shape[1] != q.shape[1])
+    out = _layout_out(out, input_layout)
+    return out.flatten(2) if input_layout == "BSH" else out
+
+
+def _rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+@kernel("RotaryMul")
+def rotary_mul(x, r1, r2):
+    return torch.addcmul(x * r1, _rotate_half(x), r2)
+
+
+@kernel("ApplyRotaryPosEmb")
+def apply_rotary_pos_emb(query, key, cos, sin, layout=1, rotary_mode="half"):
+    if rotary_mode != "half":
+        raise ValueError(f"ApplyRotaryPosEmb: rotary_mode {rotary_mode!r} not supported")
+    return rotary_mul(query, cos, sin), rotary_mul(key, cos, sin)
+
+
+@kernel("SwiGlu")
+def swiglu(x, dim=-1):
+    a, b = x.chunk(2, dim=dim)
+    return F.silu(a) * b
+
+
+@kernel("Gelu")
+def gelu(x):
+    return F.gelu(x, approximate="tanh")
