@@ -4,6 +4,7 @@ from npu_inductor.lowering import elementwise, matmul, shape  # noqa: F401  (reg
 from npu_inductor.lowering import fused  # noqa: F401  (registration)
 from npu_inductor.lowering import attention, conv, nn, norm, pool  # noqa: F401  (registration)
 from npu_inductor.lowering import collectives  # noqa: F401  (registration)
+from npu_inductor.lowering import vision  # noqa: F401  (registration)
 from npu_inductor.lowering.lower import LoweredGraph, LoweringError, lower_graph
 from npu_inductor.lowering.registry import CONVERTERS, lookup, refusal, register
 

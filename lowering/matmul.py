@@ -1,12 +1,39 @@
-"""Matrix-multiply converters: mm, bmm, addmm -> MatMulV2 / BatchMatMulV2."""
+"""Matrix-multiply converters: mm, bmm, addmm, baddbmm, addbmm, mv, addmv, dot ->
+MatMulV2 / BatchMatMulV2 (vectors run as one-column matrices)."""
 
 from __future__ import annotations
 
-import torch
+from collections.abc import Sequence
 
+import torch
+from npu_inductor.lowering.context import LoweringContext
+from npu_inductor.lowering.helpers import int_list
 from npu_inductor.lowering.registry import register
 
+from npu_inductor.ge.ir import Value
+
 aten = torch.ops.aten
+
+
+def _reshape(ctx: LoweringContext, v: Value, shape: Sequence[int], suffix: str) -> Value:
+    return ctx.op("Reshape", [v, int_list(ctx, shape)], out=(v.dtype, tuple(shape)),
+                  suffix=suffix)
+
+
+def _scale(ctx: LoweringContext, v: Value, factor, suffix: str) -> Value:
+    if factor == 1:
+        return v
+    return ctx.op("Mul", [v, ctx.const(factor, v.dtype)], out=(v.dtype, v.shape), suffix=suffix)
+
+
+def _beta_self_plus_alpha_prod(ctx: LoweringContext, self: Value, prod: Value, beta,
+                               alpha) -> Value:
+    """``beta * self + alpha * prod``; torch ignores ``self`` entirely when beta is 0."""
+    prod = _scale(ctx, prod, alpha, "alpha")
+    if beta == 0:
+        return ctx.op("Identity", [prod]) if ctx.out_specs()[0][1] == prod.shape else \
+            ctx.op("BroadcastTo", [prod, int_list(ctx, ctx.out_specs()[0][1])])
+    return ctx.op("Add", [prod, _scale(ctx, self, beta, "beta")])
 
 
 @register(aten.mm.default)
@@ -26,12 +53,51 @@ def addmm(ctx, self, mat1, mat2, beta=1, alpha=1):
     """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
     if beta == 1 and alpha == 1 and self.rank == 1:
         return ctx.op("MatMulV2", [mat1, mat2, self])  # bias input of MatMulV2
-    prod = ctx.op("MatMulV2", [mat1, mat2], suffix="mm")
-    if alpha != 1:
-        prod = ctx.op("Mul", [prod, ctx.const(alpha, prod.dtype)], out=(prod.dtype, prod.shape),
-                      suffix="alpha")
-    bias = self
-    if beta != 1:
-        bias = ctx.op("Mul", [self, ctx.const(beta, self.dtype)], out=(self.dtype, self.shape),
-                      suffix="beta")
-    return ctx.op("Add", [prod, bias])
+    prod = ctx.op("MatMulV2", [mat1, mat2], out=(mat1.dtype, (mat1.shape[0], mat2.shape[1])),
+                  suffix="mm")
+    return _beta_self_plus_alpha_prod(ctx, self, prod, beta, alpha)
+
+
+@register(aten.baddbmm.default)
+def baddbmm(ctx, self, batch1, batch2, beta=1, alpha=1):
+    """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    shape = (batch1.shape[0], batch1.shape[1], batch2.shape[2])
+    prod = ctx.op("BatchMatMulV2", [batch1, batch2], out=(batch1.dtype, shape), suffix="bmm")
+    return _beta_self_plus_alpha_prod(ctx, self, prod, beta, alpha)
+
+
+@register(aten.addbmm.default)
+def addbmm(ctx, self, batch1, batch2, beta=1, alpha=1):
+    """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    shape = (batch1.shape[0], batch1.shape[1], batch2.shape[2])
+    prod = ctx.op("BatchMatMulV2", [batch1, batch2], out=(batch1.dtype, shape), suffix="bmm")
+    total = ctx.op("ReduceSum", [prod, int_list(ctx, [0], "axes")], {"keep_dims": False},
+                   out=(prod.dtype, shape[1:]), suffix="sum")
+    return _beta_self_plus_alpha_prod(ctx, self, total, beta, alpha)
+
+
+def _mv(ctx: LoweringContext, mat: Value, vec: Value) -> Value:
+    col = _reshape(ctx, vec, (vec.shape[0], 1), "col")
+    prod = ctx.op("MatMulV2", [mat, col], out=(mat.dtype, (mat.shape[0], 1)), suffix="mm")
+    return _reshape(ctx, prod, (mat.shape[0],), "vec")
+
+
+@register(aten.mv.default)
+def mv(ctx, self, vec):
+    """mv(Tensor self, Tensor vec) -> Tensor"""
+    return _mv(ctx, self, vec)
+
+
+@register(aten.addmv.default)
+def addmv(ctx, self, mat, vec, beta=1, alpha=1):
+    """addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    return _beta_self_plus_alpha_prod(ctx, self, _mv(ctx, mat, vec), beta, alpha)
+
+
+@register(aten.dot.default)
+def dot(ctx, self, tensor):
+    """dot(Tensor self, Tensor tensor) -> Tensor"""
+    row = _reshape(ctx, self, (1, self.shape[0]), "row")
+    col = _reshape(ctx, tensor, (tensor.shape[0], 1), "col")
+    prod = ctx.op("MatMulV2", [row, col], out=(self.dtype, (1, 1)), suffix="mm")
+    return _reshape(ctx, prod, (), "scalar")

@@ -113,3 +113,16 @@ def mse_loss_backward(ctx, grad_output, self, target, reduction):
     return ctx.op("MseLossGrad", [self, cast(ctx, target, self.dtype),
                                   cast(ctx, grad_output, self.dtype)],
                   {"reduction": REDUCTIONS[reduction]})
+
+
+# ---- distances ------------------------------------------------------------------------
+@register(aten._cdist_forward.default)
+def cdist_forward(ctx, x1, x2, p, compute_mode):
+    """_cdist_forward(Tensor x1, Tensor x2, float p, int? compute_mode) -> Tensor"""
+    return ctx.op("Cdist", [x1, x2], {"p": float(p)})
+
+
+@register(aten._cdist_backward.default)
+def cdist_backward(ctx, grad, x1, x2, p, cdist):
+    """_cdist_backward(Tensor grad, Tensor x1, Tensor x2, float p, Tensor cdist) -> Tensor"""
+    return ctx.op("CdistGrad", [grad, x1, x2, cdist], {"p": float(p)})

@@ -95,3 +95,28 @@ def native_layer_norm_backward(ctx, grad_out, input, normalized_shape, mean, rst
     outs = [(input.dtype, input.shape), (gamma.dtype, shape), (gamma.dtype, shape)]
     r = ctx.op("LayerNormGradV3", [grad_out, input, rstd, mean, gamma], out=outs)
     return tuple(v if keep else None for v, keep in zip(r, output_mask))
+
+
+@register(aten.native_group_norm.default)
+def native_group_norm(ctx, input, weight, bias, N, C, HxW, group, eps):
+    """native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
+    c = _channels(input)
+    gamma = _or_fill(ctx, weight, 1.0, (c,), input.dtype)
+    beta = _or_fill(ctx, bias, 0.0, (c,), input.dtype)
+    return ctx.op("GroupNormV2", [input, gamma, beta],
+                  {"num_groups": int(group), "data_format": "NCHW", "eps": float(eps),
+                   "is_training": True})
+
+
+@register(aten.native_group_norm_backward.default)
+def native_group_norm_backward(ctx, grad_out, input, mean, rstd, weight, N, C, HxW, group,
+                               output_mask):
+    """native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
+    c = _channels(input)
+    gamma = _or_fill(ctx, weight, 1.0, (c,), input.dtype)
+    outs = [(input.dtype, input.shape), (gamma.dtype, (c,)), (gamma.dtype, (c,))]
+    r = ctx.op("GroupNormGrad", [grad_out, mean, rstd, input, gamma],
+               {"num_groups": int(group), "data_format": "NCHW",
+                "dx_is_require": bool(output_mask[0]), "dgamma_is_require": bool(output_mask[1]),
+                "dbeta_is_require": bool(output_mask[2])}, out=outs)
+    return tuple(v if keep else None for v, keep in zip(r, output_mask))

@@ -204,3 +204,85 @@ def mse_loss(predict, label, reduction="mean"):
 @kernel("MseLossGrad")
 def mse_loss_grad(predict, label, dout, reduction="mean"):
     return aten.mse_loss_backward(dout, predict, label, REDUCTIONS[reduction])
+
+
+# ---- spatial --------------------------------------------------------------------------
+@kernel("AdaptiveAvgPool2d")
+def adaptive_avg_pool2d(x, output_size=()):
+    return aten._adaptive_avg_pool2d(x, list(output_size))
+
+
+@kernel("AdaptiveAvgPool2dGrad")
+def adaptive_avg_pool2d_grad(input_grad, orig_input_shape=()):
+    like = input_grad.new_empty(()).expand(list(orig_input_shape))
+    return aten._adaptive_avg_pool2d_backward(input_grad, like)
+
+
+def _pool3d_args(ksize, strides, pads, ceil_mode, count_include_pad, divisor_override):
+    front, back, top, bottom, left, right = pads
+    if front != back or top != bottom or left != right:
+        raise ValueError(f"asymmetric pads {pads} are not supported by the host AvgPool3D")
+    return (list(ksize[-3:]), list(strides[-3:]), [front, top, left], ceil_mode,
+            count_include_pad, divisor_override or None)
+
+
+@kernel("AvgPool3D")
+def avg_pool3d(x, ksize=(), strides=(), pads=(), ceil_mode=False, count_include_pad=True,
+               divisor_override=0, data_format="NDHWC"):
+    return F.avg_pool3d(x, *_pool3d_args(ksize, strides, pads, ceil_mode, count_include_pad,
+                                         divisor_override))
+
+
+@kernel("AvgPool3DGrad")
+def avg_pool3d_grad(orig_input_shape, grads, ksize=(), strides=(), pads=(), ceil_mode=False,
+                    count_include_pad=True, divisor_override=0, data_format="NDHWC"):
+    like = grads.new_empty(()).expand(orig_input_shape.tolist())
+    return aten.avg_pool3d_backward(grads, like, *_pool3d_args(
+        ksize, strides, pads, ceil_mode, count_include_pad, divisor_override))
+
+
+_INTERPOLATION = {"bilinear": 0, "nearest": 1, "bicubic": 2}
+_PADDING = {"zeros": 0, "border": 1, "reflection": 2}
+
+
+@kernel("GridSampler2D")
+def grid_sampler_2d(x, grid, interpolation_mode="bilinear", padding_mode="zeros",
+                    align_corners=False):
+    return aten.grid_sampler_2d(x, grid, _INTERPOLATION[interpolation_mode],
+                                _PADDING[padding_mode], align_corners)
+
+
+@kernel("GridSampler2DGrad")
+def grid_sampler_2d_grad(grad, x, grid, interpolation_mode="bilinear", padding_mode="zeros",
+                         align_corners=False):
+    return aten.grid_sampler_2d_backward(grad, x, grid, _INTERPOLATION[interpolation_mode],
+                                         _PADDING[padding_mode], align_corners, [True, True])
+
+
+# ---- group norm, distances ------------------------------------------------------------
+def _group_dims(x: torch.Tensor) -> tuple[int, int, int]:
+    n, c = x.shape[0], x.shape[1]
+    return n, c, x.numel() // max(n * c, 1)
+
+
+@kernel("GroupNormV2")
+def group_norm_v2(x, gamma, beta, num_groups, data_format="NHWC", eps=1e-5, is_training=True):
+    return aten.native_group_norm(x, gamma, beta, *_group_dims(x), num_groups, eps)
+
+
+@kernel("GroupNormGrad")
+def group_norm_grad(dy, mean, rstd, x, gamma, num_groups, data_format="NCHW",
+                    dx_is_require=True, dgamma_is_require=True, dbeta_is_require=True):
+    # every output is computed (an unrequired one is simply not consumed downstream)
+    return aten.native_group_norm_backward(dy, x, mean, rstd, gamma, *_group_dims(x),
+                                           num_groups, [True, True, True])
+
+
+@kernel("Cdist")
+def cdist(x1, x2, p=2.0):
+    return aten._cdist_forward(x1, x2, p, None)
+
+
+@kernel("CdistGrad")
+def cdist_grad(grad, x1, x2, cdist, p=2.0):
+    return aten._cdist_backward(grad, x1, x2, p, cdist)

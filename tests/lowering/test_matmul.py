@@ -54,6 +54,7 @@ def test_mm_bmm_low_precision(dtype):
 
 
 def test_golden_linear_softmax():
+    """The Linear's transpose is folded into MatMulV2 (graph pass); softmax is SoftmaxV2."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 3), nn.Softmax(-1)).eval()
     with torch.no_grad():
@@ -63,9 +64,23 @@ def test_golden_linear_softmax():
         %arg0_1 = Data()[index=0] -> f32[3, 4]
         %arg1_1 = Data()[index=1] -> f32[3]
         %arg2_1 = Data()[index=2] -> f32[2, 4]
-        %t_perm = Const()[value=i64[2]{1, 0}] -> i64[2]
-        %t = Transpose(%arg0_1, %t_perm) -> f32[4, 3]
-        %addmm = MatMulV2(%arg2_1, %t, %arg1_1) -> f32[2, 3]
-        %_softmax = SoftmaxV2(%addmm)[axes=[1], half_to_float=false] -> f32[2, 3]
+        %matmul_default = MatMulV2(%arg2_1, %arg0_1, %arg1_1)[transpose_x1=false, transpose_x2=true] -> f32[2, 3]
+        %_softmax = SoftmaxV2(%matmul_default)[axes=[1], half_to_float=false] -> f32[2, 3]
         return (%_softmax)
         """)
+
+
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, 2.0), (0, 1)])
+def test_baddbmm_addbmm(beta, alpha):
+    s, b1, b2 = torch.randn(2, 3, 4), torch.randn(2, 3, 5), torch.randn(2, 5, 4)
+    graphs = check_grad(lambda s, x, y: torch.baddbmm(s, x, y, beta=beta, alpha=alpha), s, b1, b2,
+                        **ACC)
+    assert "BatchMatMulV2" in ge_ops(graphs)
+    check_fn(lambda s, x, y: torch.addbmm(s, x, y, beta=beta, alpha=alpha), s[0], b1, b2, **ACC)
+
+
+def test_mv_addmv_dot():
+    m, v, w = torch.randn(3, 4), torch.randn(4), torch.randn(3)
+    check_grad(torch.mv, m, v, **ACC)
+    check_grad(lambda s, m, v: torch.addmv(s, m, v, beta=0.5, alpha=2), w, m, v, **ACC)
+    check_grad(torch.dot, v, torch.randn(4), **ACC)

@@ -211,3 +211,39 @@ def test_mse_loss_fwd_bwd(reduction):
     graphs = check_grad(lambda x, y: F.mse_loss(x, y, reduction=reduction), torch.randn(3, 4),
                         torch.randn(3, 4))
     assert {"MseLoss", "MseLossGrad"} <= ge_ops(graphs)
+
+
+# ---- group norm, spatial, distances ---------------------------------------------------
+def test_group_norm_fwd_bwd():
+    graphs = check_model(nn.GroupNorm(2, 4), (torch.randn(2, 4, 3, 3),), train=True)
+    assert {"GroupNormV2", "GroupNormGrad"} <= ge_ops(graphs)
+    check_grad(lambda x: F.group_norm(x, 3), torch.randn(2, 6, 5))
+
+
+@pytest.mark.parametrize("size", [(3, 2), (2, 1), (4, 4)])
+def test_adaptive_avg_pool2d_fwd_bwd(size):
+    graphs = check_grad(lambda x: F.adaptive_avg_pool2d(x, size), torch.randn(2, 3, 7, 5))
+    assert {"AdaptiveAvgPool2d", "AdaptiveAvgPool2dGrad"} <= ge_ops(graphs)
+
+
+@pytest.mark.parametrize("kw", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1,
+                                                     "count_include_pad": False}])
+def test_avg_pool3d_fwd_bwd(kw):
+    graphs = check_grad(lambda x: F.avg_pool3d(x, **kw), torch.randn(1, 2, 5, 4, 6))
+    assert {"AvgPool3D", "AvgPool3DGrad"} <= ge_ops(graphs)
+
+
+@pytest.mark.parametrize("mode,padding", [("bilinear", "zeros"), ("nearest", "border"),
+                                          ("bilinear", "reflection")])
+def test_grid_sample_fwd_bwd(mode, padding):
+    grid = torch.rand(2, 3, 4, 2) * 2.2 - 1.1
+    graphs = check_grad(lambda x, g: F.grid_sample(x, g, mode, padding, align_corners=False),
+                        torch.randn(2, 3, 5, 6), grid)
+    assert {"GridSampler2D", "GridSampler2DGrad"} <= ge_ops(graphs)
+
+
+@pytest.mark.parametrize("p", [1.0, 2.0, 3.0])
+def test_cdist_fwd_bwd(p):
+    graphs = check_grad(lambda a, b: torch.cdist(a, b, p), torch.randn(2, 3, 4),
+                        torch.randn(2, 5, 4))
+    assert {"Cdist", "CdistGrad"} <= ge_ops(graphs)
