@@ -9,17 +9,23 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from npu_inductor.lowering.context import LoweringContext, static_shape
+from npu_inductor.lowering.registry import bind, lookup, refusal
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.node import map_arg
 
 from npu_inductor.config import NpuConfig
 from npu_inductor.ge.ir import Graph, GraphBuilder, Value
-from npu_inductor.lowering.context import LoweringContext, static_shape
-from npu_inductor.lowering.registry import bind, lookup, refusal
 
 
 class LoweringError(RuntimeError):
-    """An FX node that cannot become GE ops; the message names the op and source line."""
+    """An FX node that cannot become GE ops; the message names the op and source line.
+    ``node`` is the FX node's name when one node is to blame, ``reason`` the short why."""
+
+    def __init__(self, message: str, node: str | None = None, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.node = node
+        self.reason = reason or message
 
 
 @dataclass(frozen=True)
@@ -55,10 +61,21 @@ def describe(node: torch.fx.Node) -> str:
 def lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig) -> LoweredGraph:
     """Lower ``gm`` (real tensors only: constants are built outside any fake mode)."""
     with unset_fake_temporarily():
-        return _lower_graph(gm, name, config)
+        return _lower_graph(gm, name, config, None)
 
 
-def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig) -> LoweredGraph:
+def try_lower(gm: torch.fx.GraphModule, name: str,
+              config: NpuConfig) -> tuple[LoweredGraph | None, dict[str, str]]:
+    """Lower ``gm`` while collecting every node that cannot be lowered (FX node name ->
+    reason) instead of stopping at the first. The graph is returned only when none failed."""
+    failures: dict[str, str] = {}
+    with unset_fake_temporarily():
+        lowered = _lower_graph(gm, name, config, failures)
+    return (None if failures else lowered), failures
+
+
+def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
+                 failures: dict[str, str] | None) -> LoweredGraph:
     builder = GraphBuilder(name)
     ctx = LoweringContext(builder, config)
     env: dict[torch.fx.Node, Any] = {}
@@ -76,15 +93,41 @@ def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig) -> Lowe
                 env[node] = builder.data(val.dtype, static_shape(val.shape), node.name)
             else:
                 env[node] = val
-        elif node.op == "call_function":
-            env[node] = _lower_call(ctx, node, env)
         elif node.op == "get_attr":  # constants made by graph_passes (folding, freezing)
             env[node] = builder.const(operator.attrgetter(node.target)(gm), node.name)
         elif node.op == "output":
             outputs = _lower_output(builder, node.args[0], env, placeholders)
+        elif failures is None:
+            env[node] = _lower_node(ctx, node, env)
         else:
-            raise LoweringError(f"unsupported FX node kind {node.op!r}: {node.format_node()}")
+            env[node] = _lower_or_stand_in(ctx, node, env, failures)
     return LoweredGraph(builder.build(), tuple(data_inputs), outputs)
+
+
+def _lower_node(ctx: LoweringContext, node: torch.fx.Node, env: dict) -> Any:
+    if node.op != "call_function":
+        raise LoweringError(f"unsupported FX node kind {node.op!r}: {node.format_node()}",
+                            node.name)
+    return _lower_call(ctx, node, env)
+
+
+def _lower_or_stand_in(ctx: LoweringContext, node: torch.fx.Node, env: dict,
+                       failures: dict[str, str]) -> Any:
+    try:
+        return _lower_node(ctx, node, env)
+    except LoweringError as e:
+        failures[node.name] = e.reason
+    # Later nodes still get lowered (so one pass finds every failure): they read stand-in
+    # Data ops with this node's dtype and shape.
+    return _stand_in(ctx.builder, node.meta.get("val"), node.name)
+
+
+def _stand_in(builder: GraphBuilder, val: Any, name: str) -> Any:
+    if isinstance(val, torch.Tensor):
+        return builder.data(val.dtype, static_shape(val.shape), name)
+    if isinstance(val, (tuple, list)):
+        return tuple(_stand_in(builder, v, name) for v in val)
+    return val
 
 
 def _lower_call(ctx: LoweringContext, node: torch.fx.Node, env: dict) -> Any:
@@ -92,16 +135,19 @@ def _lower_call(ctx: LoweringContext, node: torch.fx.Node, env: dict) -> Any:
         return env[node.args[0]][node.args[1]]
     reason = refusal(node)
     if reason is not None:
-        raise LoweringError(f"cannot lower {describe(node)}: {reason}")
+        raise LoweringError(f"cannot lower {describe(node)}: {reason}", node.name, reason)
     spec = lookup(node.target)
     args = map_arg(node.args, lambda n: env[n])
     kwargs = map_arg(node.kwargs, lambda n: env[n])
     try:
         return spec.fn(ctx, **bind(node.target, args, kwargs))
-    except LoweringError:
+    except LoweringError as e:
+        e.node = e.node or node.name
         raise
     except Exception as e:  # converter bugs and spec violations name the op and source
-        raise LoweringError(f"lowering {describe(node)} failed: {type(e).__name__}: {e}") from e
+        why = f"converter failed: {type(e).__name__}: {e}"
+        raise LoweringError(f"lowering {describe(node)} failed: {type(e).__name__}: {e}",
+                            node.name, why) from e
 
 
 def _lower_output(builder: GraphBuilder, results: Any, env: dict,

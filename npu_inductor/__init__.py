@@ -1,1 +1,19 @@
-"""npu_inductor"""
+"""npu_inductor: a torch.compile backend for Ascend NPUs in graph mode (``backend="npu"``).
+
+``explain`` is imported on first use, so ``import npu_inductor`` stays cheap. (It lives in
+``explainer.py``: a submodule named ``explain`` would shadow the function once imported.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["explain"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "explain":
+        from npu_inductor.explainer import explain
+
+        return explain
+    raise AttributeError(f"module 'npu_inductor' has no attribute {name!r}")

@@ -1,16 +1,22 @@
 """Compile one aten FX graph: passes -> lower to GE -> serialize -> render executor -> load.
 
 The returned callable is boxed (AOTAutograd's calling convention): it takes the list of
-graph inputs and returns the list of graph outputs.
+graph inputs and returns the list of graph outputs. A graph with nodes that cannot be
+lowered is split into GE partitions and eager islands (``graph_passes/partition.py``), or
+rejected with ``fallback="error"``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
-from dataclasses import dataclass
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -20,13 +26,25 @@ from npu_inductor.atc import compile_om
 from npu_inductor.config import NpuConfig
 from npu_inductor.ge import format_graph, to_air, to_pbtxt
 from npu_inductor.graph_passes import run_passes
-from npu_inductor.lowering import LoweredGraph, lower_graph
+from npu_inductor.graph_passes.partition import Fallback, fallbacks, split
+from npu_inductor.lowering import LoweredGraph, LoweringError, lower_graph
+from npu_inductor.lowering.lower import describe, try_lower
 from npu_inductor.runtime import get_device
 
 log = logging.getLogger("npu_inductor")
 _GRAPH_IDS = itertools.count()
 # Callbacks run with every CompiledGraph (tests and explain() observe compiles here).
-COMPILE_HOOKS: list[Callable[["CompiledGraph"], None]] = []
+COMPILE_HOOKS: list[Callable[[CompiledGraph], None]] = []
+# Callbacks run once per FX graph compiled, with what became GE and what fell back.
+REPORT_HOOKS: list[Callable[[GraphReport], None]] = []
+# Re-partitioning rounds after a converter fails inside a partition (the first lowering
+# pass already finds converter failures, so more than one round is unexpected).
+MAX_PARTITION_ROUNDS = 8
+_WARNED: set[str] = set()  # op types already warned about (warn once per op type)
+
+
+class FallbackError(LoweringError):
+    """``fallback="error"`` and the graph has nodes without a GE lowering."""
 
 
 @dataclass
@@ -52,12 +70,45 @@ class CompiledGraph:
         return outs
 
 
+@dataclass
+class GraphReport:
+    """What one FX graph became: its GE graphs and the nodes that fell back to eager."""
+
+    name: str
+    kind: str
+    ge_graphs: list[CompiledGraph] = field(default_factory=list)
+    fallbacks: list[Fallback] = field(default_factory=list)
+    module: torch.fx.GraphModule | None = None  # top level when partitioned
+
+
+class GEPartition(torch.nn.Module):
+    """A loaded GE graph standing in for a fused partition submodule (returns a tuple)."""
+
+    def __init__(self, compiled: CompiledGraph) -> None:
+        super().__init__()
+        self.compiled = compiled
+
+    def forward(self, *args: Any) -> tuple[Any, ...]:
+        return tuple(self.compiled(list(args)))
+
+
 def _boxed(compiled: CompiledGraph) -> Any:
     def run(args: list[Any]) -> list[Any]:
         return compiled(args)
 
     run._boxed_call = True  # type: ignore[attr-defined]
     run.compiled_graph = compiled  # type: ignore[attr-defined]
+    return run
+
+
+def _boxed_module(top: torch.fx.GraphModule) -> Any:
+    def run(args: list[Any]) -> list[Any]:
+        inputs = list(args)
+        args.clear()  # boxed convention: we own the inputs now
+        return list(top(*inputs))
+
+    run._boxed_call = True  # type: ignore[attr-defined]
+    run.partitioned = top  # type: ignore[attr-defined]
     return run
 
 
@@ -73,15 +124,102 @@ def _compile(gm: torch.fx.GraphModule, config: NpuConfig, kind: str) -> Any:
     name = f"{kind}_{next(_GRAPH_IDS)}"
     before = gm.print_readable(print_output=False) if config.dump_dir else None
     gm = run_passes(gm, config)
-    lowered = lower_graph(gm, name, config)
+    lowered, failures = try_lower(gm, name, config)
+    report = GraphReport(name, kind)
+    if lowered is not None:  # fast path: the whole graph is one GE graph
+        report.ge_graphs.append(_load(lowered, config, before, gm))
+        runner = _boxed(report.ge_graphs[0])
+    else:
+        runner = _compile_partitioned(gm, report, failures, config, before)
+    for hook in REPORT_HOOKS:
+        hook(report)
+    return runner
+
+
+def _load(lowered: LoweredGraph, config: NpuConfig, fx_before: str | None,
+          gm: torch.fx.GraphModule) -> CompiledGraph:
     compiled = load_graph(lowered, config)
-    log.info("compiled GE graph %s: %d ops", name, len(lowered.graph.ops))
+    log.info("compiled GE graph %s: %d ops", compiled.name, len(lowered.graph.ops))
     for hook in COMPILE_HOOKS:
         hook(compiled)
     if config.dump_dir:
-        write_dump(Path(config.dump_dir) / name, compiled, before,
+        write_dump(Path(config.dump_dir) / compiled.name, compiled, fx_before,
                    gm.print_readable(print_output=False))
-    return _boxed(compiled)
+    return compiled
+
+
+def _compile_partitioned(gm: torch.fx.GraphModule, report: GraphReport,
+                         failures: dict[str, str], config: NpuConfig,
+                         fx_before: str | None) -> Any:
+    """Lower each GE partition; nodes in ``failures`` (and any node whose converter fails
+    inside a partition) run eagerly in the top-level module."""
+    failures = dict(failures)
+    report.fallbacks = fallbacks(gm, failures)
+    if config.fallback == "error" and report.fallbacks:
+        raise FallbackError(_error_message(gm, report.fallbacks))
+    for _ in range(MAX_PARTITION_ROUNDS):
+        top, parts = split(gm, failures)
+        try:
+            lowered = [lower_graph(getattr(top, p), f"{report.name}_{p}", config) for p in parts]
+            break
+        except LoweringError as e:
+            if e.node is None or e.node in failures or config.fallback == "error":
+                raise
+            failures[e.node] = e.reason
+            report.fallbacks = fallbacks(gm, failures)
+    else:
+        raise LoweringError(f"graph {report.name}: partitioning did not converge")
+    for part, low in zip(parts, lowered):
+        report.ge_graphs.append(_load(low, config, fx_before, getattr(top, part)))
+        setattr(top, part, GEPartition(report.ge_graphs[-1]))
+    top.recompile()
+    report.module = top
+    _warn_fallbacks(report)
+    if config.dump_dir:
+        folder = Path(config.dump_dir) / report.name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "partitioned.py").write_text(top.print_readable(print_output=False))
+    return _boxed_module(top)
+
+
+def _error_message(gm: torch.fx.GraphModule, records: list[Fallback]) -> str:
+    nodes = {n.name: n for n in gm.graph.nodes}
+    lines = [f"  {describe(nodes[f.node])}: {f.reason}" for f in records]
+    return ("fallback='error' and these ops have no GE lowering (use fallback='eager' to run "
+            "them in eager):\n" + "\n".join(lines))
+
+
+def _warn_fallbacks(report: GraphReport) -> None:
+    """One warning per op type (count, reason, first source line); later graphs log only."""
+    by_type = Counter(f.target for f in report.fallbacks)
+    for target, count in by_type.items():
+        first = next(f for f in report.fallbacks if f.target == target)
+        msg = (f"npu_inductor: {count} {target} node(s) in graph {report.name} run in eager "
+               f"(fallback): {first.reason}; first at {first.source}")
+        if target in _WARNED:
+            log.info(msg)
+            continue
+        _WARNED.add(target)
+        log.warning(msg)
+        warnings.warn(msg, stacklevel=2)
+
+
+def reset_fallback_warnings() -> None:
+    """Warn again for op types already warned about (tests)."""
+    _WARNED.clear()
+
+
+@contextlib.contextmanager
+def quiet_fallbacks() -> Iterator[None]:
+    """Compile without fallback warnings, leaving the warn-once state as it was (explain)."""
+    saved = set(_WARNED)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        _WARNED.clear()
+        _WARNED.update(saved)
 
 
 def load_graph(lowered: LoweredGraph, config: NpuConfig) -> CompiledGraph:

@@ -1,0 +1,117 @@
+"""Split an aten FX graph into GE partitions and eager islands.
+
+[Note: per-op eager fallback]
+``compile_fx`` first lowers the whole graph while collecting every node that cannot be
+lowered (no converter, capability refusal, or a converter that raised). When none failed,
+that lowering is the one GE graph: no partitioner, no wrapper, no overhead. Otherwise the
+failed nodes become eager islands:
+
+    a -> b -> X -> c -> d      ==>      ge_0(a, b) -> X (eager) -> ge_1(c, d)
+
+``CapabilityBasedPartitioner`` groups the remaining call_function nodes into partitions
+that keep the graph acyclic; ``fuse_by_partitions`` topologically sorts each partition
+(``propose_partitions`` does not promise an order) and rewrites the graph into a top-level
+module that calls one submodule per partition. compile_fx swaps each submodule for its
+loaded GE graph, so the top level is plain FX code: eager ops and GE calls exchange tensors
+by reference, nothing is copied. Single-node partitions are kept: every op that has a
+converter runs on GE, only the listed fallbacks run eagerly.
+
+Host nodes (SymInt arithmetic, ``sym_size``...) produce Python scalars, not tensors; they
+run in the top level too but are not fallbacks: nothing of the device's work moves to eager.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from npu_inductor.lowering.lower import source_line
+from torch._ops import OpOverload, OpOverloadPacket
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
+from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
+
+aten = torch.ops.aten
+PARTITION_PREFIX = "ge_"
+_SYM_PACKETS = (aten.sym_size, aten.sym_stride, aten.sym_numel, aten.sym_storage_offset)
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """One FX node that runs in eager instead of GE, and why."""
+
+    node: str
+    target: str
+    reason: str
+    source: str
+
+
+def is_host_node(node: torch.fx.Node) -> bool:
+    """A call that computes Python scalars (shape arithmetic), not device tensors."""
+    if node.op != "call_function" or node.target is operator.getitem:
+        return False
+    if isinstance(node.meta.get("val"), torch.Tensor):
+        return False
+    target = node.target
+    if isinstance(target, OpOverload):
+        return target.overloadpacket in _SYM_PACKETS
+    return getattr(target, "__module__", None) in (operator.__name__, math.__name__, "_operator",
+                                                   "torch", "torch.fx.experimental.sym_node")
+
+
+def target_name(target: Any) -> str:
+    """``aten.add.Tensor`` for ops, the qualified name for other callables."""
+    if isinstance(target, (OpOverload, OpOverloadPacket)):
+        return str(target)
+    return f"{getattr(target, '__module__', '')}.{getattr(target, '__name__', target)}"
+
+
+def fallbacks(gm: torch.fx.GraphModule, failures: Mapping[str, str]) -> list[Fallback]:
+    """The fallback records for the failed nodes of ``gm`` (host nodes excluded)."""
+    return [Fallback(n.name, target_name(n.target), failures[n.name], source_line(n))
+            for n in gm.graph.nodes if n.name in failures and not is_host_node(n)]
+
+
+class _GESupport(OperatorSupportBase):
+    """Every call_function node except the eager ones (and getitems of eager nodes), and
+    the constants (get_attr, from folding or freezing) that GE nodes read."""
+
+    def __init__(self, eager: Collection[str]) -> None:
+        self.eager = eager
+
+    def is_node_supported(self, submodules: Mapping[str, torch.nn.Module],
+                          node: torch.fx.Node) -> bool:
+        if node.op == "get_attr":
+            return any(self.is_node_supported(submodules, u) for u in node.users)
+        if node.op != "call_function" or node.name in self.eager:
+            return False
+        if node.target is operator.getitem:
+            producer = node.args[0]
+            return isinstance(producer, torch.fx.Node) and self.is_node_supported(submodules,
+                                                                                   producer)
+        return True
+
+
+def copy_module(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A structural copy (node meta shared shallowly) that partitioning may rewrite."""
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    return torch.fx.GraphModule(gm, graph)
+
+
+def split(gm: torch.fx.GraphModule,
+          eager: Collection[str]) -> tuple[torch.fx.GraphModule, list[str]]:
+    """A copy of ``gm`` whose supported nodes are fused into ``ge_<k>`` submodules, each
+    returning a tuple; returns it with the submodule names in execution order."""
+    top = copy_module(gm)
+    partitioner = CapabilityBasedPartitioner(top, _GESupport(eager),
+                                             allows_single_node_partition=True)
+    partitions = partitioner.propose_partitions()
+    top = fuse_by_partitions(top, [p.nodes for p in partitions], prefix=PARTITION_PREFIX,
+                             always_return_tuple=True)
+    names = [n.target for n in top.graph.nodes if n.op == "call_module"]
+    return top, names

@@ -1,0 +1,123 @@
+"""``npu_inductor.explain(fn, *args, **kwargs)``: what torch.compile(backend="npu") makes of
+``fn``: Dynamo graph breaks with reasons, the GE graphs with op counts by GE type, and the
+ops that fall back to eager with reasons.
+
+``fn`` runs twice: once under ``torch._dynamo.explain`` (graph breaks), once compiled with
+this backend (GE graphs and fallbacks). Like ``torch._dynamo.explain``, it resets Dynamo
+before and after, so earlier compiled code recompiles on its next call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from npu_inductor.compile_fx import REPORT_HOOKS, GraphReport, quiet_fallbacks
+from npu_inductor.graph_passes.partition import Fallback
+
+
+@dataclass(frozen=True)
+class GraphBreak:
+    reason: str
+    user_stack: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GEGraphSummary:
+    """One GE graph: its name, the FX graph kind it came from, op counts by GE type."""
+
+    name: str
+    kind: str
+    op_counts: dict[str, int]
+
+    @property
+    def num_ops(self) -> int:
+        return sum(self.op_counts.values())
+
+
+@dataclass
+class ExplainReport:
+    dynamo_graph_count: int = 0
+    graph_breaks: list[GraphBreak] = field(default_factory=list)
+    ge_graphs: list[GEGraphSummary] = field(default_factory=list)
+    fallbacks: list[Fallback] = field(default_factory=list)
+
+    @property
+    def fallback_counts(self) -> dict[str, int]:
+        """Fallback node count per op type."""
+        return dict(Counter(f.target for f in self.fallbacks))
+
+    def __str__(self) -> str:
+        return "\n".join([*self._dynamo_lines(), *self._ge_lines(), *self._fallback_lines()])
+
+    def _dynamo_lines(self) -> list[str]:
+        lines = [f"Dynamo graphs: {self.dynamo_graph_count}",
+                 f"Graph breaks: {len(self.graph_breaks)}"]
+        for i, b in enumerate(self.graph_breaks, 1):
+            lines.append(f"  {i}. {b.reason}")
+            lines.extend(f"       at {frame}" for frame in b.user_stack[-2:])
+        return lines
+
+    def _ge_lines(self) -> list[str]:
+        lines = [f"GE graphs: {len(self.ge_graphs)}"]
+        for g in self.ge_graphs:
+            counts = ", ".join(f"{t} x{n}" for t, n in sorted(g.op_counts.items(),
+                                                             key=lambda kv: (-kv[1], kv[0])))
+            lines.append(f"  {g.name} ({g.kind}, {g.num_ops} ops): {counts}")
+        return lines
+
+    def _fallback_lines(self) -> list[str]:
+        lines = [f"Fallback ops: {len(self.fallbacks)} node(s)"]
+        for target, count in sorted(self.fallback_counts.items()):
+            first = next(f for f in self.fallbacks if f.target == target)
+            lines.append(f"  {target} x{count}: {first.reason}")
+            lines.append(f"       at {first.source}")
+        return lines
+
+
+@contextlib.contextmanager
+def _record_reports() -> Iterator[list[GraphReport]]:
+    seen: list[GraphReport] = []
+    REPORT_HOOKS.append(seen.append)
+    try:
+        yield seen
+    finally:
+        REPORT_HOOKS.remove(seen.append)
+
+
+def _summaries(reports: list[GraphReport]) -> list[GEGraphSummary]:
+    return [GEGraphSummary(g.name, r.kind, _op_counts(g.lowered.graph))
+            for r in reports for g in r.ge_graphs]
+
+
+def _op_counts(graph: Any) -> dict[str, int]:
+    skip = {"Data", "NetOutput"}  # graph plumbing, not work
+    return dict(Counter(op.type for op in graph.ops if op.type not in skip))
+
+
+def _dynamo_part(fn: Callable, args: tuple, kwargs: dict, report: ExplainReport) -> None:
+    out = torch._dynamo.explain(fn)(*args, **kwargs)
+    report.dynamo_graph_count = out.graph_count
+    report.graph_breaks = [GraphBreak(str(b.reason), tuple(str(f) for f in b.user_stack))
+                           for b in out.break_reasons]
+
+
+def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
+    """Compile ``fn`` with ``backend="npu"``, run it on ``args``/``kwargs``, and report
+    graph breaks, GE graphs (op counts by GE type) and eager fallbacks with reasons."""
+    report = ExplainReport()
+    _dynamo_part(fn, args, kwargs, report)
+    torch._dynamo.reset()
+    try:
+        with _record_reports() as reports, quiet_fallbacks():  # the report lists them
+            torch.compile(fn, backend="npu")(*args, **kwargs)
+    finally:
+        torch._dynamo.reset()
+    report.ge_graphs = _summaries(reports)
+    report.fallbacks = [f for r in reports for f in r.fallbacks]
+    return report
