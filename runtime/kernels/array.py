@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-
+import torch
+import torch.nn.functional as F
 from npu_inductor.runtime.kernels import kernel
 
 
@@ -14,3 +15,133 @@ def reshape(x, shape, axis=0, num_axes=-1):
 @kernel("Transpose")
 def transpose(x, perm):
     return x.permute(perm.tolist())
+
+
+@kernel("BroadcastTo")
+def broadcast_to(x, shape):
+    return x.expand(shape.tolist())
+
+
+@kernel("Unsqueeze")
+def unsqueeze(x, axes=()):
+    rank = x.dim() + len(axes)
+    for a in sorted(a % rank for a in axes):
+        x = x.unsqueeze(a)
+    return x
+
+
+@kernel("Squeeze")
+def squeeze(x, axis=()):
+    return x.squeeze(tuple(axis)) if axis else x.squeeze()
+
+
+@kernel("Bitcast")
+def bitcast(x, type, keep_dim=False):
+    return x.view(type)
+
+
+def _outputs(ys: tuple) -> torch.Tensor | tuple:
+    """A dynamic-output op with one output returns it bare, like any single-output op."""
+    return ys[0] if len(ys) == 1 else tuple(ys)
+
+
+@kernel("ConcatV2")
+def concat_v2(x, concat_dim, N=1):
+    return torch.cat(x, int(concat_dim))
+
+
+@kernel("Pack")
+def pack(x, axis=0, N=1):
+    return torch.stack(x, axis)
+
+
+@kernel("SplitV")
+def split_v(x, size_splits, split_dim, num_split):
+    dim = int(split_dim)
+    sizes = size_splits.tolist()
+    if -1 in sizes:  # one size may be inferred from the rest
+        sizes[sizes.index(-1)] = x.shape[dim] - (sum(sizes) + 1)
+    return _outputs(torch.split(x, sizes, dim))
+
+
+@kernel("Unpack")
+def unpack(x, num, axis=0):
+    return _outputs(torch.unbind(x, axis))
+
+
+@kernel("StridedSliceV2")
+def strided_slice_v2(x, begin, end, axes=None, strides=None, begin_mask=0, end_mask=0,
+                     ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0):
+    if ellipsis_mask or new_axis_mask or shrink_axis_mask:
+        raise ValueError("StridedSliceV2: ellipsis/new_axis/shrink_axis masks are not supported "
+                         "on the host device")
+    b, e = begin.tolist(), end.tolist()
+    axes = axes.tolist() if axes is not None else list(range(len(b)))
+    steps = strides.tolist() if strides is not None else [1] * len(b)
+    index = [slice(None)] * x.dim()
+    for i, (a, lo, hi, s) in enumerate(zip(axes, b, e, steps)):
+        if s <= 0:
+            raise ValueError("StridedSliceV2: non-positive strides are not supported on the host")
+        index[a % x.dim()] = slice(None if begin_mask >> i & 1 else lo,
+                                   None if end_mask >> i & 1 else hi, s)
+    return x[tuple(index)]
+
+
+@kernel("AsStrided")
+def as_strided(x, size, stride, storage_offset):
+    return torch.as_strided(x.contiguous(), size.tolist(), stride.tolist(), int(storage_offset))
+
+
+@kernel("MatrixDiagPartV2")
+def matrix_diag_part_v2(input, k, padding_value):
+    if k.numel() != 1:
+        raise ValueError("MatrixDiagPartV2: diagonal bands are not supported on the host")
+    return torch.diagonal(input, int(k.reshape(-1)[0]), -2, -1)
+
+
+@kernel("ReverseV2")
+def reverse_v2(x, axis):
+    return torch.flip(x, axis.tolist())
+
+
+@kernel("Roll")
+def roll(x, shifts, dims=()):
+    return torch.roll(x, list(shifts), list(dims)) if dims else torch.roll(x, list(shifts))
+
+
+@kernel("Tile")
+def tile(x, multiples):
+    return x.repeat(multiples.tolist())
+
+
+def _pad_index(n: int, before: int, after: int, mode: str) -> torch.Tensor:
+    idx = torch.arange(-before, n + after)
+    if mode == "edge":
+        return idx.clamp(0, n - 1)
+    idx = idx.abs()  # reflect about the first and last element
+    return torch.where(idx >= n, 2 * (n - 1) - idx, idx)
+
+
+@kernel("PadV3")
+def pad_v3(x, paddings, constant_values=None, mode="constant", paddings_contiguous=True):
+    flat = paddings.reshape(-1).tolist()
+    rank = x.dim()
+    pairs = ([(flat[2 * i], flat[2 * i + 1]) for i in range(rank)] if paddings_contiguous
+             else list(zip(flat[:rank], flat[rank:])))
+    if mode == "constant":
+        value = 0 if constant_values is None else constant_values.item()
+        return F.pad(x, [p for pair in reversed(pairs) for p in pair], value=value)
+    for d, (before, after) in enumerate(pairs):
+        if before or after:
+            x = x.index_select(d, _pad_index(x.shape[d], before, after, mode))
+    return x
+
+
+@kernel("Tril")
+def tril(x, diagonal=0):
+    return torch.tril(x, diagonal)
+
+
+@kernel("Triu")
+def triu(x, diagonal=0):
+    return torch.triu(x, diagonal)

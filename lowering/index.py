@@ -1,0 +1,410 @@
+"""Indexing converters: index/index_put (GatherNd / TensorScatterUpdate /
+ScatterNonAliasingAdd), index_select/take (GatherV2), gather/scatter (GatherElements /
+ScatterElements), index_add/copy/fill, the functional ``*_scatter`` ops, masked_fill/scatter,
+sort/topk.
+
+Advanced indexing follows torch's layout rule: the broadcast index shape ``B`` replaces the
+indexed dims in place when they are adjacent, and goes first otherwise. GE's ``*Nd`` ops
+index leading dims, so indexed dims are transposed to the front and the result back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from npu_inductor.lowering.helpers import broadcast_shape, cast, int_list, norm_axis
+from npu_inductor.lowering.registry import register
+from npu_inductor.lowering.shape import (
+    broadcast_to,
+    clamp_slice,
+    dim_const,
+    move,
+    reshape,
+    strided_slice,
+    transpose,
+)
+
+from npu_inductor.ge.ir import Value
+
+aten = torch.ops.aten
+
+
+def _no_bool_index(node: torch.fx.Node) -> str | None:
+    for i in node.args[1]:
+        if isinstance(i, torch.fx.Node) and i.meta["val"].dtype == torch.bool:
+            return "boolean-mask indexing has a data-dependent shape"
+    return None
+
+
+# ---- advanced indexing -----------------------------------------------------------------------
+def _layout(self: Value, indices: Sequence[Value | None]) -> tuple[list[int], tuple[int, ...],
+                                                                   bool]:
+    """Indexed dims, broadcast index shape, and whether torch keeps ``B`` in place."""
+    dims = [d for d, i in enumerate(indices) if i is not None]
+    b = broadcast_shape(*[indices[d].shape for d in dims])
+    adjacent = dims == list(range(dims[0], dims[-1] + 1))
+    return dims, b, adjacent and dims[0] > 0
+
+
+def _normalized(ctx, index: Value, size: int) -> Value:
+    """Negative indices wrapped: a lookup into ``arange(size)`` with GatherV2's
+    negative-index support."""
+    table = ctx.const(torch.arange(size), torch.int64, "table")
+    return ctx.op("GatherV2", [table, cast(ctx, index, torch.int64), dim_const(ctx, 0)],
+                  {"negative_index_support": True}, out=(torch.int64, index.shape),
+                  suffix="wrap")
+
+
+def _packed(ctx, self: Value, indices: Sequence[Value | None], dims: list[int],
+            b: tuple[int, ...]) -> Value:
+    """The indices of ``dims`` broadcast to ``b`` and packed as ``B + [k]`` (GE ``*Nd``)."""
+    parts = [broadcast_to(ctx, _normalized(ctx, indices[d], self.shape[d]), b) for d in dims]
+    return ctx.op("Pack", [parts], {"axis": len(b), "N": len(parts)},
+                  out=(torch.int64, b + (len(parts),)), suffix="indices")
+
+
+def _front(ctx, self: Value, dims: list[int]) -> tuple[Value, list[int]]:
+    perm = dims + [d for d in range(self.rank) if d not in dims]
+    return transpose(ctx, self, perm, suffix="front"), perm
+
+
+def _in_place_perm(nb: int, pre: int, rank: int) -> list[int]:
+    """Moves ``pre`` leading dims behind ``nb`` index dims: (B, pre, post) -> (pre, B, post)."""
+    return list(range(nb, nb + pre)) + list(range(nb)) + list(range(nb + pre, rank))
+
+
+def _index(ctx, self: Value, indices: Sequence[Value | None]) -> Value:
+    indices = list(indices) + [None] * (self.rank - len(indices))
+    dims, b, in_place = _layout(self, indices)
+    if len(dims) == 1:  # GatherV2 places the index shape exactly where torch does
+        index = cast(ctx, indices[dims[0]], torch.int64)
+        return move(ctx, "GatherV2", [self, index, dim_const(ctx, dims[0])],
+                    {"negative_index_support": True})
+    x, _ = _front(ctx, self, dims)
+    rest = tuple(x.shape[len(dims):])
+    g = move(ctx, "GatherNd", [x, _packed(ctx, self, indices, dims, b)],
+             out=(self.dtype, b + rest), suffix="gather")
+    if not in_place:
+        return g
+    return transpose(ctx, g, _in_place_perm(len(b), dims[0], len(b) + len(rest)), suffix="")
+
+
+@register(aten.index.Tensor, aten._unsafe_index.Tensor, capability=_no_bool_index)
+def index_tensor(ctx, self, indices):
+    """index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
+    return _index(ctx, self, indices)
+
+
+def _index_put(ctx, self: Value, indices: Sequence[Value | None], values: Value,
+               accumulate: bool) -> Value:
+    indices = list(indices) + [None] * (self.rank - len(indices))
+    dims, b, in_place = _layout(self, indices)
+    x, perm = _front(ctx, self, dims)
+    rest = tuple(x.shape[len(dims):])
+    pre = dims[0] if in_place else 0
+    # values broadcast to torch's indexing-result shape, then laid out as B + rest
+    result = rest[:pre] + b + rest[pre:]
+    v = broadcast_to(ctx, cast(ctx, values, self.dtype), result, suffix="values")
+    v = transpose(ctx, v, _in_place_perm(pre, len(b), len(result)), suffix="values_front")
+    ge_type = "ScatterNonAliasingAdd" if accumulate else "TensorScatterUpdate"
+    y = move(ctx, ge_type, [x, _packed(ctx, self, indices, dims, b), v],
+             out=(self.dtype, x.shape), data=(0, 2), suffix="scatter")
+    inverse = sorted(range(len(perm)), key=perm.__getitem__)
+    return transpose(ctx, y, inverse, suffix="")
+
+
+@register(aten.index_put.default, aten._unsafe_index_put.default, capability=_no_bool_index)
+def index_put(ctx, self, indices, values, accumulate=False):
+    """index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False)
+    -> Tensor"""
+    return _index_put(ctx, self, indices, values, accumulate)
+
+
+@register(aten.index_select.default)
+def index_select(ctx, self, dim, index):
+    """index_select(Tensor self, int dim, Tensor index) -> Tensor"""
+    x = reshape(ctx, self, (1,), "lift") if self.rank == 0 else self
+    idx = reshape(ctx, index, (1,), "index") if index.rank == 0 else index
+    dim = norm_axis(dim, x.rank)
+    shape = x.shape[:dim] + idx.shape + x.shape[dim + 1:]
+    y = move(ctx, "GatherV2", [x, idx, dim_const(ctx, dim)], out=(x.dtype, shape))
+    return reshape(ctx, y, ctx.out_specs()[0][1], "squeeze")
+
+
+@register(aten.take.default)
+def take(ctx, self, index):
+    """take(Tensor self, Tensor index) -> Tensor"""
+    flat = reshape(ctx, self, (math.prod(self.shape),), "flat")
+    return move(ctx, "GatherV2", [flat, cast(ctx, index, torch.int64), dim_const(ctx, 0)],
+                {"negative_index_support": True})
+
+
+# ---- gather / scatter along a dim ------------------------------------------------------------
+@register(aten.gather.default)
+def gather(ctx, self, dim, index, sparse_grad=False):
+    """gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
+    return move(ctx, "GatherElements", [self, index], {"dim": norm_axis(dim, max(self.rank, 1))})
+
+
+def _scatter_elements(ctx, self: Value, dim: int, index: Value, updates: Value,
+                      reduction: str = "none") -> Value:
+    updates = cast(ctx, updates, self.dtype)
+    if updates.shape != index.shape:  # torch reads only src[:index.shape]
+        updates = strided_slice(ctx, updates, list(range(index.rank)), [0] * index.rank,
+                                list(index.shape), [1] * index.rank, suffix="src")
+    attrs = {"axis": norm_axis(dim, max(self.rank, 1)), "reduction": reduction}
+    return move(ctx, "ScatterElements", [self, index, updates], attrs, data=(0, 2))
+
+
+def _filled(ctx, shape: Sequence[int], value: Any, dtype: torch.dtype) -> Value:
+    fill = cast(ctx, value, dtype) if isinstance(value, Value) else ctx.const(value, dtype,
+                                                                               "value")
+    return ctx.op("Fill", [int_list(ctx, shape, "dims"), fill], out=(dtype, tuple(shape)),
+                  suffix="fill")
+
+
+_REDUCTIONS = {"add": "add", "multiply": "mul", "sum": "add", "prod": "mul"}
+
+
+@register(aten.scatter.src)
+def scatter_src(ctx, self, dim, index, src):
+    """scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
+    return _scatter_elements(ctx, self, dim, index, src)
+
+
+@register(aten.scatter.value)
+def scatter_value(ctx, self, dim, index, value):
+    """scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
+    return _scatter_elements(ctx, self, dim, index,
+                             _filled(ctx, index.shape, value, self.dtype))
+
+
+@register(aten.scatter.reduce)
+def scatter_reduce_src(ctx, self, dim, index, src, reduce):
+    """scatter.reduce(Tensor self, int dim, Tensor index, Tensor src, *, str reduce) -> Tensor"""
+    return _scatter_elements(ctx, self, dim, index, src, _REDUCTIONS[reduce])
+
+
+@register(aten.scatter.value_reduce)
+def scatter_value_reduce(ctx, self, dim, index, value, reduce):
+    """scatter.value_reduce(Tensor self, int dim, Tensor index, Scalar value, *, str reduce)
+    -> Tensor"""
+    return _scatter_elements(ctx, self, dim, index,
+                             _filled(ctx, index.shape, value, self.dtype), _REDUCTIONS[reduce])
+
+
+@register(aten.scatter_add.default)
+def scatter_add(ctx, self, dim, index, src):
+    """scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
+    return _scatter_elements(ctx, self, dim, index, src, "add")
+
+
+def _scatter_reduce_ok(node: torch.fx.Node) -> str | None:
+    reduce = node.args[4] if len(node.args) > 4 else node.kwargs.get("reduce")
+    include_self = node.kwargs.get("include_self", node.args[5] if len(node.args) > 5 else True)
+    if reduce not in ("sum", "prod") or not include_self:
+        return f"ScatterElements has no reduction {reduce!r} with include_self={include_self}"
+    return None
+
+
+@register(aten.scatter_reduce.two, capability=_scatter_reduce_ok)
+def scatter_reduce_two(ctx, self, dim, index, src, reduce, include_self=True):
+    """scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *,
+    bool include_self=True) -> Tensor"""
+    return _scatter_elements(ctx, self, dim, index, src, _REDUCTIONS[reduce])
+
+
+def _along(ctx, index: Value, dim: int, shape: Sequence[int]) -> Value:
+    """A 1-D ``index`` of ``dim`` broadcast over ``shape`` (ScatterElements' index form)."""
+    index = reshape(ctx, index, (1,)) if index.rank == 0 else index
+    lifted = [1] * len(shape)
+    lifted[dim] = index.shape[0]
+    return broadcast_to(ctx, reshape(ctx, index, lifted, "lift"), shape, "spread")
+
+
+@register(aten.index_add.default)
+def index_add(ctx, self, dim, index, source, alpha=1):
+    """index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1)
+    -> Tensor"""
+    dim = norm_axis(dim, self.rank)
+    src = cast(ctx, source, self.dtype)
+    if alpha != 1:
+        src = ctx.op("Mul", [src, ctx.const(alpha, self.dtype, "alpha")],
+                     out=(self.dtype, src.shape), suffix="alpha")
+    return _scatter_elements(ctx, self, dim, _along(ctx, index, dim, src.shape), src, "add")
+
+
+@register(aten.index_copy.default)
+def index_copy(ctx, self, dim, index, source):
+    """index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
+    dim = norm_axis(dim, self.rank)
+    return _scatter_elements(ctx, self, dim, _along(ctx, index, dim, source.shape), source)
+
+
+def _index_fill(ctx, self: Value, dim: int, index: Value, value: Any) -> Value:
+    dim = norm_axis(dim, self.rank)
+    shape = list(self.shape)
+    shape[dim] = max(index.shape[0] if index.rank else 1, 0)
+    fill = _filled(ctx, shape, value, self.dtype)
+    return _scatter_elements(ctx, self, dim, _along(ctx, index, dim, shape), fill)
+
+
+@register(aten.index_fill.int_Scalar)
+def index_fill_scalar(ctx, self, dim, index, value):
+    """index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
+    return _index_fill(ctx, self, dim, index, value)
+
+
+@register(aten.index_fill.int_Tensor)
+def index_fill_tensor(ctx, self, dim, index, value):
+    """index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor"""
+    return _index_fill(ctx, self, dim, index, value)
+
+
+# ---- functional scatters of views (functionalized in-place updates) -------------------------
+def _slice_scatter(ctx, self: Value, src: Value, dim: int, start: int, end: int,
+                   step: int) -> Value:
+    src = cast(ctx, src, self.dtype)
+    n = self.shape[dim]
+    if step != 1:
+        idx = ctx.const(torch.arange(start, end, step), torch.int64, "index")
+        return _scatter_elements(ctx, self, dim, _along(ctx, idx, dim, src.shape), src)
+    parts = []
+    if start > 0:
+        parts.append(strided_slice(ctx, self, [dim], [0], [start], [1], suffix="head"))
+    parts.append(src)
+    if end < n:
+        parts.append(strided_slice(ctx, self, [dim], [end], [n], [1], suffix="tail"))
+    if len(parts) == 1:
+        return src
+    return move(ctx, "ConcatV2", [parts, dim_const(ctx, dim)], {"N": len(parts)})
+
+
+@register(aten.slice_scatter.default, dynamic=False)
+def slice_scatter(ctx, self, src, dim=0, start=None, end=None, step=1):
+    """slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None,
+    SymInt? end=None, SymInt step=1) -> Tensor"""
+    dim = norm_axis(dim, self.rank)
+    begin, stop = clamp_slice(self.shape[dim], start, end)
+    return _slice_scatter(ctx, self, src, dim, begin, stop, step)
+
+
+@register(aten.select_scatter.default, dynamic=False)
+def select_scatter(ctx, self, src, dim, index):
+    """select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
+    dim = norm_axis(dim, self.rank)
+    index = index + self.shape[dim] if index < 0 else index
+    shape = src.shape[:dim] + (1,) + src.shape[dim:]
+    lifted = ctx.op("Unsqueeze", [src], {"axes": [dim]}, out=(src.dtype, shape), suffix="src")
+    return _slice_scatter(ctx, self, lifted, dim, index, index + 1, 1)
+
+
+def _flat_scatter(ctx, self: Value, src: Value, positions: torch.Tensor) -> Value:
+    """Writes ``src`` at the flat ``positions`` of ``self`` (TensorScatterUpdate)."""
+    flat = reshape(ctx, self, (math.prod(self.shape),), "flat")
+    idx = ctx.const(positions.reshape(-1, 1), torch.int64, "positions")
+    updates = reshape(ctx, cast(ctx, src, self.dtype), (positions.numel(),), "src")
+    y = move(ctx, "TensorScatterUpdate", [flat, idx, updates], out=(self.dtype, flat.shape),
+             data=(0, 2), suffix="scatter")
+    return reshape(ctx, y, self.shape, "")
+
+
+def _positions(shape: Sequence[int]) -> torch.Tensor:
+    return torch.arange(math.prod(shape)).reshape(tuple(shape))
+
+
+@register(aten.diagonal_scatter.default)
+def diagonal_scatter(ctx, self, src, offset=0, dim1=0, dim2=1):
+    """diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1)
+    -> Tensor"""
+    positions = _positions(self.shape).diagonal(offset, dim1, dim2)
+    return _flat_scatter(ctx, self, src, positions)
+
+
+def _self_contiguous(node: torch.fx.Node) -> str | None:
+    val = node.args[0].meta["val"]
+    if not val.is_contiguous() or val.storage_offset() != 0:
+        return "as_strided_scatter on a non-contiguous input depends on its storage layout"
+    return None
+
+
+@register(aten.as_strided_scatter.default, capability=_self_contiguous)
+def as_strided_scatter(ctx, self, src, size, stride, storage_offset=None):
+    """as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride,
+    SymInt? storage_offset=None) -> Tensor"""
+    positions = _positions(self.shape).as_strided(size, stride, storage_offset or 0)
+    return _flat_scatter(ctx, self, src, positions)
+
+
+# ---- masks -----------------------------------------------------------------------------------
+def _masked_fill(ctx, self: Value, mask: Value, value: Any) -> Value:
+    dtype, shape = ctx.out_specs()[0]
+    x = broadcast_to(ctx, cast(ctx, self, dtype), shape, "self")
+    fill = cast(ctx, value, dtype) if isinstance(value, Value) else ctx.const(value, dtype,
+                                                                               "value")
+    return move(ctx, "MaskedFill", [x, mask, fill], data=(0, 2))
+
+
+@register(aten.masked_fill.Scalar)
+def masked_fill_scalar(ctx, self, mask, value):
+    """masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
+    return _masked_fill(ctx, self, mask, value)
+
+
+@register(aten.masked_fill.Tensor)
+def masked_fill_tensor(ctx, self, mask, value):
+    """masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor"""
+    return _masked_fill(ctx, self, mask, value)
+
+
+@register(aten.masked_scatter.default)
+def masked_scatter(ctx, self, mask, source):
+    """masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
+    _, shape = ctx.out_specs()[0]
+    x = broadcast_to(ctx, self, shape, "self")
+    m = broadcast_to(ctx, mask, shape, "mask")
+    return move(ctx, "MaskedScatter", [x, m, cast(ctx, source, self.dtype)], data=(0, 2))
+
+
+# ---- sort / topk -----------------------------------------------------------------------------
+def _with_int64_indices(ctx, ys: tuple) -> tuple:
+    values, indices = ys
+    return values, cast(ctx, indices, torch.int64)
+
+
+def _sort(ctx, self: Value, dim: int, descending: bool) -> tuple:
+    x = reshape(ctx, self, (1,)) if self.rank == 0 else self
+    out = [(x.dtype, x.shape), (torch.int32, x.shape)]
+    attrs = {"axis": norm_axis(dim, x.rank), "descending": bool(descending), "stable": True}
+    values, indices = _with_int64_indices(ctx, move(ctx, "Sort", [x], attrs, out=out))
+    if self.rank == 0:
+        return reshape(ctx, values, (), "values"), reshape(ctx, indices, (), "indices")
+    return values, indices
+
+
+@register(aten.sort.default)
+def sort(ctx, self, dim=-1, descending=False):
+    """sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
+    return _sort(ctx, self, dim, descending)
+
+
+@register(aten.sort.stable)
+def sort_stable(ctx, self, stable=None, dim=-1, descending=False):
+    """sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False)
+    -> (Tensor values, Tensor indices)"""
+    return _sort(ctx, self, dim, descending)
+
+
+@register(aten.topk.default)
+def topk(ctx, self, k, dim=-1, largest=True, sorted=True):
+    """topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True)
+    -> (Tensor values, Tensor indices)"""
+    (dtype, shape), _ = ctx.out_specs()
+    out = [(dtype, shape), (torch.int32, shape)]
+    attrs = {"dim": norm_axis(dim, max(self.rank, 1)), "largest": bool(largest),
+             "sorted": bool(sorted)}
+    kc = ctx.const(torch.tensor(k, dtype=torch.int32), torch.int32, "k")
+    return _with_int64_indices(ctx, move(ctx, "TopKV2", [self, kc], attrs, out=out))

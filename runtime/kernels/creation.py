@@ -1,0 +1,34 @@
+"""Creation GE ops: Fill, Range, LinSpace, Eye, TensorMove."""
+
+from __future__ import annotations
+
+import torch
+from npu_inductor.runtime.kernels import kernel
+
+from npu_inductor.ge.dtypes import from_cpp
+
+
+@kernel("Fill")
+def fill(dims, value):
+    return value.reshape(()).expand(dims.tolist()).contiguous()
+
+
+@kernel("Range")
+def range_(start, limit, delta):
+    return torch.arange(start.item(), limit.item(), delta.item(), dtype=start.dtype)
+
+
+@kernel("LinSpace")
+def lin_space(start, stop, num):
+    return torch.linspace(start.item(), stop.item(), int(num), dtype=start.dtype)
+
+
+@kernel("Eye")
+def eye(num_rows, num_columns=0, batch_shape=(), dtype=0):
+    y = torch.eye(num_rows, num_columns or num_rows, dtype=from_cpp(dtype))
+    return y.expand(*batch_shape, *y.shape).contiguous() if batch_shape else y
+
+
+@kernel("TensorMove")
+def tensor_move(x):
+    return x.clone()
