@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import functools
 import keyword
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch._ops import OpOverload
@@ -30,7 +31,7 @@ class ConverterSpec:
     dynamic: bool = True  # handles symbolic (-1) dims
 
 
-CONVERTERS: dict[OpOverload, ConverterSpec] = {}
+CONVERTERS: dict[Any, ConverterSpec] = {}  # aten/npu OpOverloads, and operator.* on SymInts
 
 
 def register(*targets: OpOverload, capability: Capability | None = None,
@@ -45,7 +46,10 @@ def register(*targets: OpOverload, capability: Capability | None = None,
 
 
 def lookup(target: Any) -> ConverterSpec | None:
-    return CONVERTERS.get(target) if isinstance(target, OpOverload) else None
+    try:
+        return CONVERTERS.get(target)
+    except TypeError:  # unhashable target
+        return None
 
 
 def refusal(node: torch.fx.Node) -> str | None:
@@ -62,8 +66,13 @@ def _py_name(name: str) -> str:
     return name + "_" if keyword.iskeyword(name) else name
 
 
+_PY_OPERATOR_ARGS = tuple((n, n, False, False, None) for n in ("a", "b", "c"))
+
+
 @functools.cache
-def _schema_args(op: OpOverload) -> tuple[tuple[str, str, bool, bool, Any], ...]:
+def _schema_args(op: Any) -> tuple[tuple[str, str, bool, bool, Any], ...]:
+    if not isinstance(op, OpOverload):  # operator.mul & co on SymInts: (a, b)
+        return _PY_OPERATOR_ARGS
     return tuple((a.name, _py_name(a.name), a.kwarg_only, a.has_default_value(),
                   a.default_value if a.has_default_value() else None)
                  for a in op._schema.arguments)
@@ -73,6 +82,8 @@ def bind(op: OpOverload, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
     """Bind an FX node's ``args``/``kwargs`` to the schema's parameter names."""
     bound: dict[str, Any] = {}
     for i, (name, py, kwarg_only, has_default, default) in enumerate(_schema_args(op)):
+        if not isinstance(op, OpOverload) and i >= len(args):
+            break
         if i < len(args) and not kwarg_only:
             bound[py] = args[i]
         elif name in kwargs:

@@ -15,12 +15,11 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import default_partition
 
-from npu_inductor.buckets import BucketedGraph, find_bucketed_dims
+from npu_inductor.buckets import BucketedDim, BucketedGraph, find_bucketed_dims, new_report
 from npu_inductor.compile_fx import compile_fx_graph
 from npu_inductor.config import NpuConfig, resolve
 from npu_inductor.graph_passes import real_inputs
 from npu_inductor.lowering.decompositions import decomposition_table
-from npu_inductor.padding_safety import ATTENTION_OPS
 
 log = logging.getLogger("npu_inductor")
 CLASH_MESSAGE = (
@@ -35,39 +34,39 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
     config = resolve(options)
     warn_if_name_clash()
     dims = find_bucketed_dims(gm, example_inputs, config)
-    if dims:
-        return BucketedGraph(gm, example_inputs, config, dims,
-                             compile_fn=make_aot_backend(config),
-                             aten_graph=lambda: trace_aten(gm, example_inputs))
     with real_inputs(example_inputs):  # freeze_parameters reads the real weights
-        return make_aot_backend(config)(gm, example_inputs)
+        return make_aot_backend(config, dims)(gm, example_inputs)
 
 
-def make_aot_backend(config: NpuConfig) -> Any:
+def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None) -> Any:
+    """AOTAutograd with our compilers; with bucketed ``dims`` inference graphs go through
+    ``BucketedGraph`` (training graphs compile as they are: they are not bucketed)."""
     compile_fn = functools.partial(compile_fx_graph, config=config)
+    inference = functools.partial(compile_fn, kind="inference")
+    forward = functools.partial(compile_fn, kind="forward")
+    if dims:
+        static = inference
+
+        def inference(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+            return BucketedGraph(gm, config, dims, compile_static=static)
+
+        forward = _not_bucketed(forward, dims)
     return aot_autograd(
-        fw_compiler=functools.partial(compile_fn, kind="forward"),
+        fw_compiler=forward,
         bw_compiler=functools.partial(compile_fn, kind="backward"),
-        inference_compiler=functools.partial(compile_fn, kind="inference"),
+        inference_compiler=inference,
         decompositions=decomposition_table(),
         partition_fn=default_partition,
         keep_inference_input_mutations=False,
     )
 
 
-def trace_aten(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> torch.fx.GraphModule:
-    """The symbolic aten forward graph AOTAutograd makes of ``gm`` (for analyses), with the
-    attention ops kept whole."""
-    captured: list[torch.fx.GraphModule] = []
+def _not_bucketed(compile_fn: Any, dims: list[BucketedDim]) -> Any:
+    def forward(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        new_report(dims, "training graphs are not bucketed")
+        return compile_fn(gm, example_inputs)
 
-    def capture(g: torch.fx.GraphModule, _inputs: list[Any]) -> Any:
-        captured.append(g)
-        return g
-
-    table = {k: v for k, v in decomposition_table().items() if k not in ATTENTION_OPS}
-    aot_autograd(fw_compiler=capture, inference_compiler=capture, decompositions=table,
-                 partition_fn=default_partition)(gm, example_inputs)
-    return captured[0]
+    return forward
 
 
 def npu_name_owner() -> Any:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import logging
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,14 +78,18 @@ def _source_name(node: torch.fx.Node) -> str:
     return grapharg.source.name if grapharg is not None else node.name
 
 
+# Dynamo sources of the user's arguments: L['x'] (a function's), L['args'][0] and
+# L['kwargs']['x'] (an nn.Module's forward called through torch.compile(module))
+_ARG_SOURCE = re.compile(r"L\['(\w+)'\]|L\['args'\]\[(\d+)\]|L\['kwargs'\]\['(\w+)'\]")
+
+
 def _user_inputs(placeholders: list[torch.fx.Node]) -> list[tuple[int, str]]:
-    """(position, argument name) of the user's tensor arguments (``L['ids']``)."""
+    """(position, argument name) of the user's tensor arguments, in argument order."""
     out = []
     for i, node in enumerate(placeholders):
-        name = _source_name(node)
-        if name.startswith("L['") and name.endswith("']") and isinstance(
-                node.meta.get("example_value"), torch.Tensor):
-            out.append((i, name[3:-2]))
+        match = _ARG_SOURCE.fullmatch(_source_name(node))
+        if match and isinstance(node.meta.get("example_value"), torch.Tensor):
+            out.append((i, next(g for g in match.groups() if g is not None)))
     return out
 
 
@@ -230,29 +235,30 @@ def _sym_value(expr: sympy.Expr, values: dict) -> int:
 
 
 class BucketedGraph:
-    """The callable the backend returns for a Dynamo graph with bucketed dims."""
+    """AOTAutograd's inference compiler for a graph with bucketed dims: ``aten_gm`` is the
+    symbolic aten graph; each bucket gets a static specialization of it, compiled once."""
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
-                 config: NpuConfig, dims: list[BucketedDim],
-                 compile_fn: Callable[[torch.fx.GraphModule, list], Callable],
-                 aten_graph: Callable[[], torch.fx.GraphModule]) -> None:
-        self.gm, self.config, self.dims = gm, config, dims
-        self.compile_fn = compile_fn
-        self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    _boxed_call = True  # AOTAutograd calls it with the list of inputs
+
+    def __init__(self, aten_gm: torch.fx.GraphModule, config: NpuConfig,
+                 dims: list[BucketedDim],
+                 compile_static: Callable[[torch.fx.GraphModule, list], Callable]) -> None:
+        self.gm, self.config, self.dims = aten_gm, config, dims
+        self.compile_static = compile_static
+        self.placeholders = [n for n in aten_gm.graph.nodes if n.op == "placeholder"]
         self.symbols = self._symbol_sources()
         self.outputs = self._output_exprs()
         self.cache: dict[tuple, Callable] = {}
         self.auto = {d.symbol: AutoBuckets(config.max_buckets) for d in dims if d.sizes == AUTO}
-        self.report = BucketReport([d.label for d in dims])
-        REPORTS.append(self.report)
-        self.report.safety = self._safety(aten_graph)
+        self.report = new_report(dims)
+        self.report.safety = self._safety()
 
     def _symbol_sources(self) -> dict[sympy.Symbol, list[tuple[int, int | None]]]:
         """Every place each free symbol appears: (position, dim), dim None for an int input.
         Values are read from the first; padding rewrites them all."""
         out: dict = {}
         for pos, node in enumerate(self.placeholders):
-            val = node.meta.get("example_value")
+            val = node.meta.get("val")
             if isinstance(val, torch.SymInt) and val.node.expr.is_Symbol:
                 out.setdefault(val.node.expr, []).append((pos, None))
             elif isinstance(val, torch.Tensor):
@@ -265,7 +271,7 @@ class BucketedGraph:
         out = next(n for n in self.gm.graph.nodes if n.op == "output")
         exprs = []
         for node in torch.utils._pytree.tree_leaves(out.args[0]):
-            val = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+            val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
             if isinstance(val, torch.Tensor):
                 exprs.append([s.node.expr if isinstance(s, torch.SymInt) else int(s)
                               for s in val.shape])
@@ -273,21 +279,18 @@ class BucketedGraph:
                 exprs.append(None)
         return exprs
 
-    def _safety(self, aten_graph: Callable[[], torch.fx.GraphModule]) -> SafetyReport:
+    def _safety(self) -> SafetyReport:
         if self.config.pad == "trust":
             return SafetyReport(True, "pad='trust'")
-        try:
-            report = analyze(aten_graph(), {d.symbol for d in self.dims})
-        except Exception as e:  # noqa: BLE001 - an analysis failure only means "not proven"
-            report = SafetyReport(False, f"analysis failed: {type(e).__name__}: {e}", "graph")
+        report = analyze(self.gm, {d.symbol for d in self.dims})
         if not report.safe:
             log.warning("shape buckets for %s: %s; those sizes compile exactly",
                         ", ".join(self.report.dims), report)
         return report
 
     # ---- per call --------------------------------------------------------------------
-    def __call__(self, *args: Any) -> Any:
-        return _call_without_dynamo(self._call, args)
+    def __call__(self, args: list[Any]) -> Any:
+        return _call_without_dynamo(self._call, tuple(args))
 
     def _read(self, args: Sequence[Any]) -> dict:
         values = {}
@@ -315,38 +318,28 @@ class BucketedGraph:
                               "options={'exact_above_buckets': True}")
         return sizes[i]
 
-    def _training(self, args: Sequence[Any]) -> bool:
-        return torch.is_grad_enabled() and any(
-            isinstance(a, torch.Tensor) and a.requires_grad for a in args)
-
     def _call(self, args: tuple) -> Any:
         self.report.calls += 1
         values = self._read(args)
         padded = dict(values)
-        exact_reason = None
-        if self._training(args):
-            exact_reason = "training graphs are not bucketed"
-        elif not self.report.safety.safe:
-            exact_reason = str(self.report.safety)
-        else:
+        if self.report.safety.safe:
             for d in self.dims:
                 b = self._bucket(d, values[d.symbol])
                 if b is None:
                     self.report.eager_calls += 1
                     return self.gm(*args)
                 padded[d.symbol] = b
+        elif str(self.report.safety) not in self.report.exact_reasons:
+            self.report.exact_reasons.append(str(self.report.safety))
         self._count(values, padded)
         key = tuple(sorted((str(s), v) for s, v in padded.items()))
-        fn = self.cache.get(key)
         call_args = self._pad(args, values, padded)
+        fn = self.cache.get(key)
         if fn is None:
-            if exact_reason and exact_reason not in self.report.exact_reasons:
-                self.report.exact_reasons.append(exact_reason)
-            fn = self.compile_fn(self.gm, list(call_args))
+            fn = self.compile_static(specialize(self.gm, call_args), list(call_args))
             self.cache[key] = fn
             self.report.compiles += 1
-        outs = fn(*call_args)
-        return self._slice(outs, values, padded)
+        return self._slice(fn(list(call_args)), values, padded)
 
     def _count(self, values: dict, padded: dict) -> None:
         for d in self.dims:
@@ -376,7 +369,22 @@ class BucketedGraph:
                     if n != t.shape[dim]:
                         t = t.narrow(dim, 0, n)
             result[k] = t
-        return type(outs)(result) if isinstance(outs, tuple) else result
+        return result
+
+
+def new_report(dims: list[BucketedDim], exact_reason: str | None = None) -> BucketReport:
+    report = BucketReport([d.label for d in dims])
+    if exact_reason:
+        report.exact_reasons.append(exact_reason)
+    REPORTS.append(report)
+    return report
+
+
+def specialize(gm: torch.fx.GraphModule, args: Sequence[Any]) -> torch.fx.GraphModule:
+    """A static copy of the symbolic aten graph ``gm`` for these concrete inputs."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return make_fx(gm, tracing_mode="fake")(*args)
 
 
 def _pad_dim(a: torch.Tensor, dim: int, size: int) -> torch.Tensor:

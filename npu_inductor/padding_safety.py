@@ -70,6 +70,13 @@ _VIEWS = {
     aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default, aten.clone.default,
     aten.alias.default, aten.contiguous.default, aten.detach.default,
 }
+# new tensors shaped like their (padded) input: what their tail holds
+_LIKE = {
+    aten.zeros_like.default: ZERO, aten.new_zeros.default: ZERO, aten.ones_like.default: ANY,
+    aten.full_like.default: ANY, aten.empty_like.default: ANY, aten.new_ones.default: ANY,
+    aten.new_full.default: ANY, aten.new_empty.default: ANY, aten.rand_like.default: ANY,
+    aten.randn_like.default: ANY,
+}
 ATTENTION_OPS = {
     aten._scaled_dot_product_flash_attention_for_cpu.default,
     aten._scaled_dot_product_efficient_attention.default,
@@ -137,6 +144,8 @@ class _Analysis:
             return ANY  # created here (e.g. arange(n), slicing a buffer to n): tail is data
         if t is operator.getitem:
             return self.tail.get(node.args[0], ANY)
+        if t in _LIKE:
+            return _LIKE[t]
         if t in _ZERO_PRESERVING_UNARY or t in _VIEWS:
             return tails[0] or ANY
         if t in (aten.mul.Tensor, aten.mul.Scalar, aten.div.Scalar):

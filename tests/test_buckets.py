@@ -1,0 +1,149 @@
+"""Shape buckets: padding to buckets matches eager on the valid region for every size, the
+padding-safety analysis refuses what it cannot prove, and compiles stay within budget."""
+
+import random
+
+import pytest
+import sympy
+import torch
+import torch.fx.experimental._config as fx_config
+from harness import record_graphs
+from models import make
+
+import npu_inductor
+from npu_inductor import buckets
+from npu_inductor.buckets import BucketError, optimal_buckets, round_up_nice
+from npu_inductor.padding_safety import prefix_dim
+
+
+@pytest.fixture(autouse=True)
+def _no_size_one_specialization():
+    # Dynamo specializes size-1 dims (a separate graph) unless size-oblivious
+    with fx_config.patch(backed_size_oblivious=True):
+        yield
+
+
+def _last_report():
+    return buckets.REPORTS[-1]
+
+
+def test_llama_prefill_sequence_buckets_every_size():
+    model, _ = make("llama")
+    model.eval()
+    sizes = [8, 16, 32]
+    compiled = torch.compile(model, backend="npu", dynamic=True,
+                             options={"shape_buckets": {"ids": {1: sizes}}})
+    with torch.no_grad(), record_graphs() as graphs:
+        for n in range(1, 33):
+            ids = torch.randint(0, 128, (2, n))
+            torch.testing.assert_close(compiled(ids), model(ids), rtol=1e-5, atol=1e-5)
+    report = _last_report()
+    assert report.safety.safe, report.safety
+    assert report.compiles == len(graphs) <= len(sizes)
+
+
+def test_bert_batch_buckets_every_size():
+    model, (ids, mask) = make("bert")
+    model.eval()
+    sizes = [2, 4, 8]
+    compiled = torch.compile(model, backend="npu", dynamic=True,
+                             options={"shape_buckets": {"ids": {0: sizes},
+                                                        "attention_mask": {0: sizes}}})
+    with torch.no_grad(), record_graphs() as graphs:
+        for b in range(1, 9):
+            ids = torch.randint(0, 100, (b, 8))
+            mask = torch.ones(b, 8, dtype=torch.long)
+            mask[:, 6:] = 0
+            torch.testing.assert_close(compiled(ids, mask), model(ids, mask),
+                                       rtol=1e-5, atol=1e-5)
+    report = _last_report()
+    assert report.safety.safe, report.safety
+    assert len(graphs) <= len(sizes)
+
+
+def test_softmax_over_padded_dim_compiles_exactly():
+    def f(x):
+        return torch.softmax(x, dim=1) * 3
+
+    compiled = torch.compile(f, backend="npu", dynamic=True,
+                             options={"shape_buckets": {"x": {1: [8, 16]}}})
+    with record_graphs() as graphs:
+        for n in (3, 5, 3):
+            x = torch.randn(2, n)
+            torch.testing.assert_close(compiled(x), f(x))
+    report = _last_report()
+    assert not report.safety.safe and "_softmax" in report.safety.reason
+    assert report.exact_reasons and len(graphs) == 2  # sizes 3 and 5, each exact
+
+
+def test_sum_over_zero_padded_dim_is_exact_and_bucketed():
+    def f(x, w):
+        return (x * w).sum(dim=1)
+
+    compiled = torch.compile(f, backend="npu", dynamic=True,
+                             options={"shape_buckets": {"x": {1: [8]}, "w": {0: [8]}}})
+    with record_graphs() as graphs:
+        for n in (3, 5, 7):
+            x, w = torch.randn(4, n), torch.randn(n)
+            torch.testing.assert_close(compiled(x, w), f(x, w))
+    assert _last_report().safety.safe and len(graphs) == 1
+
+
+def test_set_buckets_per_tensor_and_above_largest_bucket():
+    def f(x):
+        return torch.relu(x) + 1
+
+    compiled = torch.compile(f, backend="npu")
+    x = npu_inductor.set_buckets(torch.randn(5, 3), {0: [4, 8]})
+    torch.testing.assert_close(compiled(x), f(x))
+    big = npu_inductor.set_buckets(torch.randn(9, 3), {0: [4, 8]})
+    with pytest.raises(BucketError, match="above the largest bucket 8"):
+        compiled(big)
+    exact = torch.compile(f, backend="npu", options={"exact_above_buckets": True})
+    x = npu_inductor.set_buckets(torch.randn(5, 3), {0: [4, 8]})
+    exact(x)
+    torch.testing.assert_close(exact(big), f(big))
+
+
+def test_training_is_not_bucketed():
+    lin = torch.nn.Linear(4, 4)
+    compiled = torch.compile(lin, backend="npu", dynamic=True,
+                             options={"shape_buckets": {0: {0: [8]}}})
+    x = torch.randn(3, 4)
+    out = compiled(x)
+    out.sum().backward()
+    ref = torch.nn.Linear(4, 4)
+    ref.load_state_dict(lin.state_dict())
+    torch.testing.assert_close(out, ref(x))
+    assert "training graphs are not bucketed" in _last_report().exact_reasons
+
+
+def test_auto_buckets_on_a_uniform_stream():
+    mlp = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU()).eval()
+    compiled = torch.compile(mlp, backend="npu", dynamic=True,
+                             options={"shape_buckets": "auto"})
+    rng = random.Random(0)
+    with torch.no_grad(), record_graphs() as graphs:
+        for _ in range(200):
+            x = torch.randn(rng.randint(1, 512), 16)
+            torch.testing.assert_close(compiled(x), mlp(x))
+    report = _last_report()
+    print(f"auto buckets: {report.compiles} compiles, padding overhead "
+          f"{report.padding_overhead:.1%}, eager calls {report.eager_calls}")
+    assert len(graphs) == report.compiles <= 8
+    assert report.padding_overhead <= 0.15
+
+
+def test_optimal_buckets_minimises_padding():
+    samples = [1, 2, 3, 10, 11, 12, 100]
+    got = optimal_buckets(samples, 3, 100)
+    assert got == (3, 12, 100)
+    pad = sum(min(b for b in got if b >= s) - s for s in samples)
+    assert pad == (2 + 1) + (2 + 1)
+    assert round_up_nice(482) == 512 and round_up_nice(100) == 104
+
+
+def test_prefix_dim():
+    s, b = sympy.symbols("s b", positive=True, integer=True)
+    assert prefix_dim(s, {s}) and prefix_dim(s - 1, {s})
+    assert not prefix_dim(2 * s, {s}) and not prefix_dim(b * s, {s})
