@@ -8,7 +8,7 @@
     all_to_all_single(x, out, in, g)  ==> HcomAllToAllV(element counts, displacements)
                                           + Reshape
     wait_tensor(x)                    ==> Identity (a GE collective has finished when its
-                                          output is read)
+                                          output is read; bf16 passes straight through)
 
 The torch group name (``'0'``) becomes a GE communicator name through the runtime's
 group registry (``runtime/collectives.py``), which maps it back at execution. Dtypes the
@@ -26,6 +26,8 @@ import torch
 from npu_inductor.lowering.helpers import cast, int_list
 from npu_inductor.lowering.registry import register
 from npu_inductor.runtime import collectives as comm
+
+from npu_inductor.ge.op_specs import get_spec
 
 c10d = torch.ops._c10d_functional
 
@@ -148,4 +150,6 @@ def all_to_all_single(ctx, input, output_split_sizes, input_split_sizes, group_n
 @register(c10d.wait_tensor.default)
 def wait_tensor(ctx, tensor):
     """wait_tensor(Tensor tensor) -> Tensor"""
+    if tensor.dtype not in get_spec("Identity").inputs[0].dtypes:
+        return tensor  # bf16: Identity's prototype lacks it, and GE needs no wait op anyway
     return ctx.op("Identity", [tensor])

@@ -1,10 +1,9 @@
-"""Softmax, embedding and loss converters.
+"""Softmax, embedding and distance converters.
 
 softmax / log_softmax and their backwards map 1:1 onto ``SoftmaxV2`` / ``SoftmaxGrad`` /
 ``LogSoftmaxV2`` / ``LogSoftmaxGrad`` (GE's grads take the forward *output*, as aten's do).
-embedding is ``GatherV2`` on axis 0 and its backward ``EmbeddingDenseGrad``. NLL and MSE
-losses map onto ``NLLLoss(Grad)`` / ``MseLoss(Grad)``; GE's NLL ops are float32-only, so
-other dtypes run through casts.
+embedding is ``GatherV2`` on axis 0 and its backward ``EmbeddingDenseGrad``; cdist is
+``Cdist`` / ``CdistGrad``.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from npu_inductor.lowering.helpers import cast, norm_axis
 from npu_inductor.lowering.registry import register
 
 aten = torch.ops.aten
-REDUCTIONS = ("none", "mean", "sum")  # aten's int reduction -> GE's string
 
 
 # ---- softmax --------------------------------------------------------------------------
@@ -64,55 +62,6 @@ def embedding_dense_backward(ctx, grad_output, indices, num_weights, padding_idx
     return ctx.op("EmbeddingDenseGrad", [grad_output, indices],
                   {"num_weights": int(num_weights), "padding_idx": int(padding_idx),
                    "scale_grad_by_freq": bool(scale_grad_by_freq)})
-
-
-# ---- losses ---------------------------------------------------------------------------
-def _nll_weight(ctx, weight, x, fill: bool):
-    if weight is not None:
-        return cast(ctx, weight, torch.float32)
-    if not fill:
-        return None
-    classes = x.shape[-1] if x.rank > 0 else 1
-    return ctx.const(torch.ones(classes), torch.float32, "weight")
-
-
-@register(aten.nll_loss_forward.default)
-def nll_loss_forward(ctx, self, target, weight, reduction, ignore_index):
-    """nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    outs = [(torch.float32, shape) for _, shape in ctx.out_specs()]
-    y, total = ctx.op("NLLLoss", [cast(ctx, self, torch.float32), target,
-                                  _nll_weight(ctx, weight, self, False)],
-                      {"reduction": REDUCTIONS[reduction], "ignore_index": int(ignore_index)},
-                      out=outs)
-    return cast(ctx, y, self.dtype), cast(ctx, total, self.dtype)
-
-
-@register(aten.nll_loss_backward.default)
-def nll_loss_backward(ctx, grad_output, self, target, weight, reduction, ignore_index,
-                      total_weight):
-    """nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
-    f32 = torch.float32
-    grad = ctx.op("NLLLossGrad", [cast(ctx, self, f32), cast(ctx, grad_output, f32), target,
-                                  _nll_weight(ctx, weight, self, True),
-                                  cast(ctx, total_weight, f32)],
-                  {"reduction": REDUCTIONS[reduction], "ignore_index": int(ignore_index)},
-                  out=(f32, self.shape))
-    return cast(ctx, grad, self.dtype)
-
-
-@register(aten.mse_loss.default)
-def mse_loss(ctx, self, target, reduction=1):
-    """mse_loss(Tensor self, Tensor target, int reduction=Mean) -> Tensor"""
-    return ctx.op("MseLoss", [self, cast(ctx, target, self.dtype)],
-                  {"reduction": REDUCTIONS[reduction]})
-
-
-@register(aten.mse_loss_backward.default)
-def mse_loss_backward(ctx, grad_output, self, target, reduction):
-    """mse_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor"""
-    return ctx.op("MseLossGrad", [self, cast(ctx, target, self.dtype),
-                                  cast(ctx, grad_output, self.dtype)],
-                  {"reduction": REDUCTIONS[reduction]})
 
 
 # ---- distances ------------------------------------------------------------------------

@@ -120,3 +120,17 @@ def native_group_norm_backward(ctx, grad_out, input, mean, rstd, weight, N, C, H
                 "dx_is_require": bool(output_mask[0]), "dgamma_is_require": bool(output_mask[1]),
                 "dbeta_is_require": bool(output_mask[2])}, out=outs)
     return tuple(v if keep else None for v, keep in zip(r, output_mask))
+
+
+@register(aten._native_batch_norm_legit.no_stats)
+def batch_norm_no_stats(ctx, input, weight, bias, training, momentum, eps):
+    """_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    c, sdt = _channels(input), _stat_dtype(input)
+    pdt = weight.dtype if weight is not None else sdt
+    stats = [_or_fill(ctx, None, 0.0, (c,), sdt), _or_fill(ctx, None, 1.0, (c,), sdt)]
+    y, save_mean, save_rstd = ctx.out_specs()
+    r = ctx.op("BatchNormV3", [input, _or_fill(ctx, weight, 1.0, (c,), pdt),
+                               _or_fill(ctx, bias, 0.0, (c,), pdt), *stats],
+               {"epsilon": float(eps), "momentum": float(momentum), "is_training": True},
+               out=[y, (sdt, (c,)), (sdt, (c,)), save_mean, save_rstd])
+    return r[0], r[3], r[4]

@@ -83,3 +83,39 @@ def grid_sampler_2d_backward(ctx, grad_output, input, grid, interpolation_mode, 
                        _grid_attrs(interpolation_mode, padding_mode, align_corners),
                        out=[(input.dtype, input.shape), (grid.dtype, grid.shape)])
     return tuple(v if keep else None for v, keep in zip((dx, dgrid), output_mask))
+
+
+@register(aten.adaptive_max_pool2d.default)
+def adaptive_max_pool2d(ctx, self, output_size):
+    """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
+    return ctx.op("AdaptiveMaxPool2d", [self], {"output_size": [int(s) for s in output_size]})
+
+
+def _im2col_attrs(kernel_size, dilation, padding, stride) -> dict:
+    return {"ksizes": list(kernel_size), "strides": list(stride), "dilations": list(dilation),
+            "padding_mode": "CALCULATED",
+            "pads": [padding[0], padding[0], padding[1], padding[1]]}
+
+
+def _col2im_attrs(kernel_size, dilation, padding, stride) -> dict:
+    return {"kernel_size": list(kernel_size), "dilation": list(dilation),
+            "padding": list(padding), "stride": list(stride)}
+
+
+def _col2im(ctx, cols, output_size, kernel_size, dilation, padding, stride, out=None):
+    size = ctx.const(torch.tensor(list(output_size), dtype=torch.int32), torch.int32,
+                     "output_size")
+    return ctx.op("Col2im", [cols, size], _col2im_attrs(kernel_size, dilation, padding, stride),
+                  out=out)
+
+
+@register(aten.im2col.default)
+def im2col(ctx, self, kernel_size, dilation, padding, stride):
+    """im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
+    return ctx.op("Im2col", [self], _im2col_attrs(kernel_size, dilation, padding, stride))
+
+
+@register(aten.col2im.default)
+def col2im(ctx, self, output_size, kernel_size, dilation, padding, stride):
+    """col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
+    return _col2im(ctx, self, output_size, kernel_size, dilation, padding, stride)

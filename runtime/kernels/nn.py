@@ -286,3 +286,58 @@ def cdist(x1, x2, p=2.0):
 @kernel("CdistGrad")
 def cdist_grad(grad, x1, x2, cdist, p=2.0):
     return aten._cdist_backward(grad, x1, x2, p, cdist)
+
+
+@kernel("BinaryCrossEntropy")
+def binary_cross_entropy(x, y, weight=None, reduction="mean"):
+    return aten.binary_cross_entropy(x, y, weight, REDUCTIONS[reduction])
+
+
+@kernel("BinaryCrossEntropyGrad")
+def binary_cross_entropy_grad(x, y, grad_output, weight=None, reduction="mean"):
+    return aten.binary_cross_entropy_backward(grad_output, x, y, weight, REDUCTIONS[reduction])
+
+
+@kernel("SigmoidCrossEntropyWithLogitsV2")
+def sigmoid_cross_entropy_with_logits_v2(predict, target, weight=None, pos_weight=None,
+                                         reduction="mean"):
+    return aten.binary_cross_entropy_with_logits(predict, target, weight, pos_weight,
+                                                 REDUCTIONS[reduction])
+
+
+@kernel("SmoothL1LossV2")
+def smooth_l1_loss_v2(predict, label, sigma=1.0, reduction="mean"):
+    return aten.smooth_l1_loss(predict, label, REDUCTIONS[reduction], sigma)
+
+
+@kernel("SmoothL1LossGradV2")
+def smooth_l1_loss_grad_v2(predict, label, dout, sigma=1.0, reduction="mean"):
+    return aten.smooth_l1_loss_backward(dout, predict, label, REDUCTIONS[reduction], sigma)
+
+
+@kernel("SoftMarginLoss")
+def soft_margin_loss(input_x, input_y, reduction="mean"):
+    return aten.soft_margin_loss(input_x, input_y, REDUCTIONS[reduction])
+
+
+@kernel("SoftMarginLossGrad")
+def soft_margin_loss_grad(predict, label, dout, reduction="mean"):
+    return aten.soft_margin_loss_backward(dout, predict, label, REDUCTIONS[reduction])
+
+
+# ---- patches --------------------------------------------------------------------------
+@kernel("Im2col")
+def im2col(x, ksizes=(), strides=(1,), dilations=(1,), padding_mode="CALCULATED", pads=(0,)):
+    pads = list(pads) * 4 if len(pads) == 1 else list(pads)
+    return aten.im2col(x, list(ksizes), list(dilations), [pads[0], pads[2]], list(strides))
+
+
+@kernel("Col2im")
+def col2im(x, output_size, kernel_size=(), dilation=(), padding=(), stride=()):
+    return aten.col2im(x, output_size.tolist(), list(kernel_size), list(dilation),
+                       list(padding), list(stride))
+
+
+@kernel("AdaptiveMaxPool2d")
+def adaptive_max_pool2d(x, output_size=()):
+    return aten.adaptive_max_pool2d(x, list(output_size))

@@ -247,3 +247,59 @@ def test_cdist_fwd_bwd(p):
     graphs = check_grad(lambda a, b: torch.cdist(a, b, p), torch.randn(2, 3, 4),
                         torch.randn(2, 5, 4))
     assert {"Cdist", "CdistGrad"} <= ge_ops(graphs)
+
+
+# ---- more losses, patches, batch norm without running stats ---------------------------
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_nll_loss2d_fwd_bwd(reduction):
+    target = torch.randint(0, 3, (2, 4, 5))
+    graphs = check_grad(lambda x: F.cross_entropy(x, target, reduction=reduction),
+                        torch.randn(2, 3, 4, 5))
+    assert {"NLLLoss", "NLLLossGrad"} <= ge_ops(graphs)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy_fwd_bwd(reduction):
+    p, t, w = torch.rand(3, 4) * 0.9 + 0.05, torch.rand(3, 4), torch.rand(4)
+    graphs = check_grad(lambda p: F.binary_cross_entropy(p, t, w, reduction=reduction), p)
+    assert {"BinaryCrossEntropy", "BinaryCrossEntropyGrad"} <= ge_ops(graphs)
+
+
+def test_binary_cross_entropy_with_logits():
+    t, pw = torch.rand(3, 4), torch.rand(4) + 0.5
+    graphs = check_fn(lambda x: F.binary_cross_entropy_with_logits(x, t, pos_weight=pw),
+                      torch.randn(3, 4))
+    assert "SigmoidCrossEntropyWithLogitsV2" in ge_ops(graphs)
+
+
+@pytest.mark.parametrize("beta", [1.0, 0.5])
+def test_smooth_l1_loss_fwd_bwd(beta):
+    graphs = check_grad(lambda x, y: F.smooth_l1_loss(x, y, beta=beta), torch.randn(3, 4),
+                        torch.randn(3, 4))
+    assert {"SmoothL1LossV2", "SmoothL1LossGradV2"} <= ge_ops(graphs)
+
+
+def test_soft_margin_loss_fwd_bwd():
+    target = torch.randint(0, 2, (3, 4)).float() * 2 - 1
+    graphs = check_grad(lambda x: F.soft_margin_loss(x, target, reduction="sum"),
+                        torch.randn(3, 4))
+    assert {"SoftMarginLoss", "SoftMarginLossGrad"} <= ge_ops(graphs)
+
+
+def test_unfold_fold_fwd_bwd():
+    graphs = check_grad(lambda x: F.unfold(x, 2, dilation=1, padding=1, stride=2),
+                        torch.randn(2, 3, 5, 4))
+    assert {"Im2col", "Col2im"} <= ge_ops(graphs)
+    check_grad(lambda c: F.fold(c, (4, 5), (2, 3), padding=(1, 0)), torch.randn(2, 12, 15))
+
+
+def test_adaptive_max_pool2d_indices():
+    check_fn(lambda x: F.adaptive_max_pool2d(x, (3, 2), return_indices=True),
+             torch.randn(2, 3, 7, 5))
+
+
+def test_batch_norm_without_running_stats():
+    graphs = check_model(nn.BatchNorm2d(3, track_running_stats=False),
+                         (torch.randn(4, 3, 2, 2),), train=True)
+    assert "BatchNormV3" in ge_ops(graphs)
+    check_grad(lambda x: F.batch_norm(x, None, None, training=True), torch.randn(4, 3, 2))
