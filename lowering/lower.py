@@ -32,7 +32,7 @@ class LoweringError(RuntimeError):
 class OutputSlot:
     """Where one FX output comes from: a GE output, a graph input, or a constant."""
 
-    kind: str  # "ge" | "input" | "const"
+    kind: str  # "ge" | "int" (a size computed in GE) | "input" | "const"
     index: int = 0
     value: Any = None
 
@@ -91,6 +91,9 @@ def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
             if isinstance(val, torch.Tensor) and node.users:  # frozen params have none
                 data_inputs.append(position)
                 env[node] = builder.data(val.dtype, static_shape(val.shape), node.name)
+            elif isinstance(val, torch.SymInt) and node.users:  # a size: 0-d int64 input
+                data_inputs.append(position)
+                env[node] = builder.data(torch.int64, (), node.name)
             else:
                 env[node] = val
         elif node.op == "get_attr":  # constants made by graph_passes (folding, freezing)
@@ -158,7 +161,8 @@ def _lower_output(builder: GraphBuilder, results: Any, env: dict,
         if isinstance(r, torch.fx.Node) and r in placeholders:
             slots.append(OutputSlot("input", placeholders[r]))
         elif isinstance(r, torch.fx.Node) and isinstance(env[r], Value):
-            slots.append(OutputSlot("ge", len(values)))
+            kind = "int" if isinstance(r.meta.get("val"), torch.SymInt) else "ge"
+            slots.append(OutputSlot(kind, len(values)))
             values.append(env[r])
         else:
             slots.append(OutputSlot("const", value=env[r] if isinstance(r, torch.fx.Node) else r))

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["explain"]
+__all__ = ["explain", "set_buckets"]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "set_buckets":
+        from npu_inductor.buckets import set_buckets
+
+        return set_buckets
     if name == "explain":
         from npu_inductor.explainer import explain
 

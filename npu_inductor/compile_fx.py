@@ -57,17 +57,24 @@ class CompiledGraph:
     air: bytes
 
     def __call__(self, args: list[Any]) -> list[Any]:
-        ge_outs = self.executor.run([args[i] for i in self.lowered.data_inputs])
+        ge_outs = self.executor.run([_as_tensor(args[i]) for i in self.lowered.data_inputs])
         outs = []
         for slot in self.lowered.outputs:
             if slot.kind == "ge":
                 outs.append(ge_outs[slot.index])
+            elif slot.kind == "int":  # a symbolic size computed in the graph
+                outs.append(int(ge_outs[slot.index]))
             elif slot.kind == "input":
                 outs.append(args[slot.index])
             else:
                 outs.append(slot.value)
         args.clear()
         return outs
+
+
+def _as_tensor(x: Any) -> torch.Tensor:
+    """Graph inputs that are sizes (SymInt placeholders) travel as 0-d int64 tensors."""
+    return x if isinstance(x, torch.Tensor) else torch.tensor(x, dtype=torch.int64)
 
 
 @dataclass
@@ -196,12 +203,10 @@ def _warn_fallbacks(report: GraphReport) -> None:
         first = next(f for f in report.fallbacks if f.target == target)
         msg = (f"npu_inductor: {count} {target} node(s) in graph {report.name} run in eager "
                f"(fallback): {first.reason}; first at {first.source}")
-        if target in _WARNED:
-            log.info(msg)
-            continue
-        _WARNED.add(target)
-        log.warning(msg)
-        warnings.warn(msg, stacklevel=2)
+        log.info(msg)  # every time; the warning (printed by default) only once per op type
+        if target not in _WARNED:
+            _WARNED.add(target)
+            warnings.warn(msg, stacklevel=2)
 
 
 def reset_fallback_warnings() -> None:

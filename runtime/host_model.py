@@ -296,13 +296,18 @@ def _hand_over(r: torch.Tensor, sig: tuple, args: list[Any], ws_ptr: int | None)
     storage = r.untyped_storage().data_ptr()
     shared = storage == ws_ptr or any(storage == a.untyped_storage().data_ptr()
                                       for a in _tensors(args))
-    if tuple(r.shape) != tuple(shape):
+    if not _shape_matches(r.shape, shape):
         raise HostExecutionError(f"kernel produced shape {tuple(r.shape)}, the GE graph "
                                  f"declares {tuple(shape)}")
     if shared or not r.is_contiguous() or (dtype is not None and r.dtype != dtype):
         out = torch.empty(shape, dtype=dtype or r.dtype)
         return out.copy_(r)
     return r
+
+
+def _shape_matches(actual: Sequence[int], declared: Sequence[int]) -> bool:
+    """A declared ``-1`` (dynamic) dim matches any size."""
+    return len(actual) == len(declared) and all(d in (-1, a) for a, d in zip(actual, declared))
 
 
 def _byte_range(t: torch.Tensor) -> tuple[int, int]:
