@@ -6,6 +6,8 @@ direct GE op beats a chain of primitives), plus a few ops that are better decomp
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
@@ -18,6 +20,13 @@ EXTRA_DECOMPOSITIONS: list = []
 
 
 def decomposition_table() -> dict:
+    return dict(_table(len(CONVERTERS)))
+
+
+# Building the table costs ~0.5 s (torch materializes every CIA op); converters are only
+# ever added, so their count keys the cache.
+@functools.lru_cache(maxsize=1)
+def _table(_num_converters: int) -> dict:
     table = {op: fn for op, fn in core_aten_decompositions().items() if op not in CONVERTERS}
     table.update(get_decompositions(EXTRA_DECOMPOSITIONS))
     return table
