@@ -16,9 +16,10 @@ import argparse
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from npu_inductor.runtime.collectives import init_distributed
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+from npu_inductor.runtime.collectives import init_distributed
 
 
 class Net(nn.Module):

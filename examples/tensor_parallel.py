@@ -20,8 +20,9 @@ import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 import torch.nn.functional as F
-from npu_inductor.runtime.collectives import init_distributed
 from torch import nn
+
+from npu_inductor.runtime.collectives import init_distributed
 
 
 class ShardedMLP(nn.Module):

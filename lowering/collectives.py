@@ -23,11 +23,11 @@ import math
 from typing import Any
 
 import torch
+
+from npu_inductor.ge.op_specs import get_spec
 from npu_inductor.lowering.helpers import cast, int_list
 from npu_inductor.lowering.registry import register
 from npu_inductor.runtime import collectives as comm
-
-from npu_inductor.ge.op_specs import get_spec
 
 c10d = torch.ops._c10d_functional
 

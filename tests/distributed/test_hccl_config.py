@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from npu_inductor.runtime import collectives as comm
 
 HCCL_VARS = ("RANK_TABLE_FILE", "RANK_ID", "RANK_SIZE", "DEVICE_ID", "HCCL_CONNECT_TIMEOUT",

@@ -8,10 +8,10 @@ import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 from harness import check_fn, record_graphs
-from npu_inductor.runtime import collectives as comm
 from torch.testing._internal.distributed.fake_pg import FakeStore
 
 from npu_inductor.ge import format_graph
+from npu_inductor.runtime import collectives as comm
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_golden_all_reduce_avg_and_all_to_all(fake_world):
   %all_to_all_single_reshape = Reshape(%all_to_all_single, %all_to_all_single_shape) -> f32[4, 2]
   %wait_tensor_1 = Identity(%all_to_all_single_reshape) -> f32[4, 2]
   return (%wait_tensor_1)
-"""
+"""  # noqa: E501
 
 
 def test_bf16_reduces_in_fp32(fake_world):
@@ -62,7 +62,7 @@ def test_bf16_reduces_in_fp32(fake_world):
   %all_reduce = HcomAllReduce(%all_reduce_cast)[fusion=0, group='hccl_world_group', reduction='max'] -> f32[3]
   %all_reduce_cast_1 = Cast(%all_reduce)[dst_type=27] -> bf16[3]
   return (%all_reduce_cast_1)
-"""
+"""  # noqa: E501
 
 
 def test_bool_broadcast_moves_as_uint8(fake_world):
@@ -73,7 +73,9 @@ def test_bool_broadcast_moves_as_uint8(fake_world):
 
 
 def test_int64_all_reduce_is_refused(fake_world):
-    fn = lambda x: funcol.all_reduce(x * 2, "sum", fake_world)
+    def fn(x):
+        return funcol.all_reduce(x * 2, "sum", fake_world)
+
     with pytest.raises(Exception, match="int64: the Hcom prototype has no such dtype"):
         torch.compile(fn, backend="npu", options={"fallback": "error"})(torch.ones(3).long())
     torch._dynamo.reset()

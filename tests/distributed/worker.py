@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 
 import torch.distributed as dist
+
 from npu_inductor.runtime.collectives import init_distributed
 
 
