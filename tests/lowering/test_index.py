@@ -1,0 +1,148 @@
+"""Indexing converters (index.py): advanced indexing, index_put, gathers/scatters, the
+functional ``*_scatter`` ops, masks, sort/topk, compiled vs eager."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from harness import check_fn
+
+aten = torch.ops.aten
+STRICT = {"fallback": "error"}  # a refused converter must fail the test, not run eagerly
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
+
+
+def make(shape, dtype=torch.float32):
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape).bool()
+    if not dtype.is_floating_point:
+        return torch.randint(-5, 5, shape, dtype=dtype)
+    return torch.randn(shape).to(dtype)
+
+
+def idx(*values):
+    return torch.tensor(values, dtype=torch.int64)
+
+
+def ge_ops(graphs) -> set[str]:
+    return {op.type for g in graphs for op in g.lowered.graph.ops}
+
+
+# (id, fn, inputs(dtype) -> tuple, GE op expected)
+CASES = [
+    ("index_one", lambda x, i: aten.index(x, [None, i]),
+     lambda d: (make((3, 4, 2), d), idx([1, -1], [0, 3])), "GatherV2"),
+    ("index_lead", lambda x, i, j: aten.index(x, [i, j]),
+     lambda d: (make((3, 4, 2), d), idx(2, 0, -1), idx(1, 3, 0)), "GatherNd"),
+    ("index_mid", lambda x, i, j: aten.index(x, [None, i, j]),
+     lambda d: (make((2, 3, 4, 2), d), idx([0, 2]), idx([[1], [3]])), "GatherNd"),
+    ("index_split", lambda x, i, j: aten.index(x, [i, None, j]),
+     lambda d: (make((3, 2, 4), d), idx(0, 2), idx(3, -4)), "GatherNd"),
+    ("unsafe_index", lambda x, i: aten._unsafe_index(x, [i]),
+     lambda d: (make((4, 3), d), idx(3, 0, 0)), "GatherV2"),
+    ("index_put", lambda x, i, v: aten.index_put(x, [i], v),
+     lambda d: (make((4, 3), d), idx(2, -1), make((2, 3), d)), "TensorScatterUpdate"),
+    ("index_put_bcast", lambda x, i, j, v: aten.index_put(x, [None, i, j], v),
+     lambda d: (make((2, 3, 4), d), idx(0, 2), idx(1, 3), make((1,), d)),
+     "TensorScatterUpdate"),
+    ("index_put_split", lambda x, i, j, v: aten.index_put(x, [i, None, j], v),
+     lambda d: (make((3, 2, 4), d), idx(0, 2), idx(3, -4), make((2, 2), d)),
+     "TensorScatterUpdate"),
+    ("index_select", lambda x, i: torch.index_select(x, -1, i),
+     lambda d: (make((2, 5), d), idx(4, 0, 4)), "GatherV2"),
+    ("index_select_0d", lambda x, i: torch.index_select(x, 0, i),
+     lambda d: (make((3, 2), d), torch.tensor(2)), "GatherV2"),
+    ("take", lambda x, i: torch.take(x, i),
+     lambda d: (make((3, 4), d), idx([0, -1], [5, 11])), "GatherV2"),
+    ("gather", lambda x, i: torch.gather(x, 1, i),
+     lambda d: (make((3, 4), d), idx([0, 3], [2, 2], [1, 0])), "GatherElements"),
+    ("gather_neg", lambda x, i: torch.gather(x, -1, i),
+     lambda d: (make((2, 3), d), idx([2, 0], [1, 1])), "GatherElements"),
+    ("scatter_src", lambda x, i, s: torch.scatter(x, 0, i, s),
+     lambda d: (make((3, 4), d), idx([0, 1, 2, 0]), make((2, 5), d)), "ScatterElements"),
+    ("scatter_value", lambda x, i: torch.scatter(x, 1, i, 1),
+     lambda d: (make((3, 4), d), idx([0, 3], [1, 2], [2, 0])), "ScatterElements"),
+    ("slice_scatter", lambda x, s: aten.slice_scatter(x, s, 1, 1, 3),
+     lambda d: (make((2, 5), d), make((2, 2), d)), "ConcatV2"),
+    ("slice_scatter_step", lambda x, s: aten.slice_scatter(x, s, 0, -4, None, 2),
+     lambda d: (make((5, 2), d), make((2, 2), d)), "ScatterElements"),
+    ("slice_scatter_all", lambda x, s: aten.slice_scatter(x, s, 0),
+     lambda d: (make((2, 2), d), make((2, 2), d)), None),
+    ("select_scatter", lambda x, s: aten.select_scatter(x, s, -1, -1),
+     lambda d: (make((2, 3), d), make((2,), d)), "ConcatV2"),
+    ("diagonal_scatter", lambda x, s: aten.diagonal_scatter(x, s, 1),
+     lambda d: (make((3, 4), d), make((3,), d)), "TensorScatterUpdate"),
+    ("as_strided_scatter", lambda x, s: aten.as_strided_scatter(x, s, [2, 2], [1, 3], 1),
+     lambda d: (make((3, 3), d), make((2, 2), d)), "TensorScatterUpdate"),
+    ("index_copy", lambda x, i, s: torch.index_copy(x, 1, i, s),
+     lambda d: (make((2, 4), d), idx(3, 0), make((2, 2), d)), "ScatterElements"),
+    ("index_fill", lambda x, i: torch.index_fill(x, -1, i, 0),
+     lambda d: (make((2, 4), d), idx(1, 2)), "ScatterElements"),
+    ("masked_fill", lambda x, m: torch.masked_fill(x, m, 1),
+     lambda d: (make((2, 3), d), make((3,), torch.bool)), "MaskedFill"),
+    ("masked_fill_t", lambda x, m, v: torch.masked_fill(x, m, v),
+     lambda d: (make((2, 3), d), make((2, 1), torch.bool), make((), d)), "MaskedFill"),
+    ("masked_scatter", lambda x, m, s: torch.masked_scatter(x, m, s),
+     lambda d: (make((2, 3), d), make((2, 3), torch.bool), make((7,), d)), "MaskedScatter"),
+]
+# these also run in every dtype (bool/bf16/int64 go through the exact-widening path)
+SWEEP = {"index_lead", "index_put", "index_select", "gather", "scatter_src", "slice_scatter",
+         "slice_scatter_step", "select_scatter", "diagonal_scatter", "masked_fill"}
+PARAMS = [pytest.param(*c, dtype, id=f"{c[0]}-{str(dtype)[6:]}") for c in CASES
+          for dtype in DTYPES if dtype == torch.float32 or c[0] in SWEEP]
+
+
+@pytest.mark.parametrize("name,fn,inputs,ge_op,dtype", PARAMS)
+def test_index_op(name, fn, inputs, ge_op, dtype):
+    graphs = check_fn(fn, *inputs(dtype), options=STRICT)
+    if ge_op is not None:
+        assert ge_op in ge_ops(graphs)
+
+
+FLOAT_CASES = [
+    ("index_put_acc", lambda x, i, v: aten.index_put(x, [i], v, True),
+     (torch.zeros(5, 3), idx([1, 1], [4, -1]), torch.randn(2, 2, 3)), "ScatterNonAliasingAdd"),
+    ("index_put_acc_mid", lambda x, i, v: aten.index_put(x, [None, i], v, True),
+     (torch.randn(2, 4), idx(1, 1, 3), torch.randn(2, 3)), "ScatterNonAliasingAdd"),
+    ("scatter_add", lambda x, i, s: torch.scatter_add(x, 1, i, s),
+     (torch.randn(2, 4), idx([0, 0, 3], [1, 1, 1]), torch.randn(2, 3)), "ScatterElements"),
+    ("scatter_reduce_sum", lambda x, i, s: torch.scatter_reduce(x, 0, i, s, "sum"),
+     (torch.randn(3, 2), idx([0, 1], [0, 0]), torch.randn(2, 2)), "ScatterElements"),
+    ("scatter_reduce_prod", lambda x, i, s: torch.scatter_reduce(x, 0, i, s, "prod"),
+     (torch.randn(3, 2), idx([2, 1], [2, 0]), torch.randn(2, 2)), "ScatterElements"),
+    ("scatter_mul", lambda x, i, s: torch.scatter(x, 0, i, s, reduce="multiply"),
+     (torch.randn(3, 2), idx([2, 1], [2, 0]), torch.randn(2, 2)), "ScatterElements"),
+    ("index_add", lambda x, i, s: torch.index_add(x, 0, i, s, alpha=2),
+     (torch.randn(4, 2), idx(1, 3, 1), torch.randn(3, 2)), "ScatterElements"),
+    ("index_fill_t", lambda x, i, v: torch.index_fill(x, 0, i, v),
+     (torch.randn(3, 2), idx(2), torch.tensor(3.5)), "ScatterElements"),
+    ("sort", lambda x: torch.sort(x, -1), (torch.randn(3, 5),), "Sort"),
+    ("sort_desc", lambda x: torch.sort(x, 0, descending=True), (torch.randn(4, 2),), "Sort"),
+    ("sort_stable", lambda x: torch.sort(x, stable=True), (torch.randint(0, 3, (9,)),), "Sort"),
+    ("sort_bf16", lambda x: torch.sort(x), (torch.randn(6).bfloat16(),), "Sort"),
+    ("argsort", lambda x: torch.argsort(x, 1), (torch.randn(2, 5),), "Sort"),
+    ("topk", lambda x: torch.topk(x, 2), (torch.randn(3, 5),), "TopKV2"),
+    ("topk_small", lambda x: torch.topk(x, 3, 0, largest=False), (torch.randn(4, 2),),
+     "TopKV2"),
+]
+
+
+@pytest.mark.parametrize("name,fn,inputs,ge_op", FLOAT_CASES, ids=[c[0] for c in FLOAT_CASES])
+def test_index_op_float(name, fn, inputs, ge_op):
+    graphs = check_fn(fn, *inputs, options=STRICT)
+    assert ge_op in ge_ops(graphs)
+
+
+def test_embedding_backward_scatter_adds():
+    """embedding's backward becomes index_put(accumulate=True): repeated ids must add."""
+    torch._dynamo.reset()
+    w = torch.randn(6, 3, requires_grad=True)
+    w2 = w.detach().clone().requires_grad_()
+    ids = idx([1, 1, 5], [0, 1, 1])
+
+    def fn(w, ids):
+        return (torch.nn.functional.embedding(ids, w) * torch.arange(3.0)).sum()
+
+    torch.compile(fn, backend="npu", options=STRICT)(w, ids).backward()
+    fn(w2, ids).backward()
+    torch.testing.assert_close(w.grad, w2.grad)
