@@ -6,7 +6,8 @@ its FX node (``<fx name>`` or ``<fx name>_<suffix>``): dumps map back to source.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -33,6 +34,7 @@ class LoweringContext:
         self.builder = builder
         self.config = config
         self.node: torch.fx.Node | None = None
+        self.env: dict[torch.fx.Node, Any] = {}  # FX node -> lowered value (set by lower.py)
         self._consts: dict[tuple, Value] = {}
 
     # ---- the current FX node ----------------------------------------------------------

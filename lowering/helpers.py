@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from npu_inductor.ge import dtypes
-from npu_inductor.ge.ir import Value
-from npu_inductor.lowering.context import LoweringContext
+from npu_inductor.ge.ir import DYNAMIC_DIM, Value
+from npu_inductor.lowering.context import LoweringContext, static_shape
 
 
 def cast(ctx: LoweringContext, v: Value, dtype: torch.dtype) -> Value:
@@ -53,8 +54,22 @@ def norm_axes(axes: Sequence[int] | None, rank: int) -> list[int]:
 
 
 def int_list(ctx: LoweringContext, values: Sequence[int], suffix: str = "shape") -> Value:
-    """An int64 1-D ``Const`` (shapes, axes, perms for GE's const-input ops)."""
-    return ctx.const(torch.tensor(list(values), dtype=torch.int64), torch.int64, suffix)
+    """An int64 1-D ``Const`` (shapes, axes, perms for GE's const-input ops). In a graph
+    with dynamic dims, a shape holding ``-1`` dims is rebuilt at run time from the symbolic
+    sizes (see ``lowering/symbolic.py``)."""
+    values = [int(v) for v in values]
+    if DYNAMIC_DIM in values and has_dynamic_dims(ctx):
+        from npu_inductor.lowering.symbolic import dynamic_shape
+
+        return dynamic_shape(ctx, values, suffix)
+    return ctx.const(torch.tensor(values, dtype=torch.int64), torch.int64, suffix)
+
+
+def has_dynamic_dims(ctx: LoweringContext) -> bool:
+    """Whether the FX node being lowered has symbolic sizes in its output."""
+    vals = ctx.meta if isinstance(ctx.meta, (tuple, list)) else (ctx.meta,)
+    return any(isinstance(v, torch.Tensor) and DYNAMIC_DIM in static_shape(v.shape)
+               for v in vals)
 
 
 def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...]:

@@ -79,6 +79,7 @@ def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
     builder = GraphBuilder(name)
     ctx = LoweringContext(builder, config)
     env: dict[torch.fx.Node, Any] = {}
+    ctx.env = env  # symbolic sizes are read from the graph inputs (lowering/symbolic.py)
     data_inputs: list[int] = []
     placeholders: dict[torch.fx.Node, int] = {}
     outputs: tuple[OutputSlot, ...] = ()

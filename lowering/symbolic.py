@@ -12,13 +12,15 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
+import sympy
 import torch
-from npu_inductor.lowering.context import LoweringContext
-from npu_inductor.lowering.helpers import as_value, int_list
-from npu_inductor.lowering.registry import register
+from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
 from npu_inductor.ge import dtypes
 from npu_inductor.ge.ir import Value
+from npu_inductor.lowering.context import LoweringContext, static_shape
+from npu_inductor.lowering.helpers import as_value, int_list
+from npu_inductor.lowering.registry import register
 
 aten = torch.ops.aten
 INT = torch.int64
@@ -44,6 +46,76 @@ def shape_value(ctx: LoweringContext, sizes: Sequence[Any], suffix: str = "shape
                   suffix=suffix)
 
 
+class DynamicShapeError(ValueError):
+    """A converter asked for a shape with dynamic dims that cannot be rebuilt here; the node
+    falls back to eager."""
+
+
+def dynamic_shape(ctx: LoweringContext, values: Sequence[int], suffix: str) -> Value:
+    """``values`` is the static view (``-1`` = dynamic) of one of the node's output shapes:
+    rebuild it from the symbolic sizes in the node's ``meta['val']``."""
+    vals = ctx.meta if isinstance(ctx.meta, (tuple, list)) else (ctx.meta,)
+    for val in vals:
+        if isinstance(val, torch.Tensor) and static_shape(val.shape) == tuple(values):
+            return shape_value(ctx, [sym_value(ctx, s) for s in val.shape], suffix)
+    raise DynamicShapeError(f"{ctx.node.target}: cannot express shape {list(values)} with "
+                            "dynamic dims (not an output shape of this node)")
+
+
+def sym_value(ctx: LoweringContext, size: Any) -> Any:
+    """An int for a static size, an int64 0-d GE tensor for a symbolic one."""
+    if isinstance(size, torch.SymInt) and not size.node.is_constant():
+        return lower_expr(ctx, size.node.expr)
+    return int(size)
+
+
+def lower_expr(ctx: LoweringContext, expr: sympy.Expr) -> Value:
+    """Evaluate a sympy size expression with scalar GE ops (cached per graph)."""
+    cache = ctx.__dict__.setdefault("_sym_values", {})
+    if expr not in cache:
+        cache[expr] = _lower_expr(ctx, expr)
+    return cache[expr]
+
+
+def _lower_expr(ctx: LoweringContext, expr: sympy.Expr) -> Value:
+    if expr.is_Integer:
+        return ctx.const(int(expr), INT, "size")
+    if expr.is_Symbol:
+        return _symbol_source(ctx, expr)
+    folds = {sympy.Add: "Add", sympy.Mul: "Mul", FloorDiv: "FloorDiv", PythonMod: "FloorMod",
+             Mod: "FloorMod"}
+    ge_type = next((g for t, g in folds.items() if isinstance(expr, t)), None)
+    if ge_type is None:
+        raise DynamicShapeError(f"size expression {expr} has no GE scalar form here")
+    args = [lower_expr(ctx, a) for a in expr.args]
+    acc = args[0]
+    for a in args[1:]:
+        acc = ctx.op(ge_type, [acc, a], out=_SCALAR, suffix="size")
+    return acc
+
+
+def _symbol_source(ctx: LoweringContext, sym: sympy.Symbol) -> Value:
+    """A size symbol's value: its SymInt graph input, else ``Shape`` of a tensor input."""
+    for p in ctx.node.graph.nodes:
+        if p.op != "placeholder" or p not in ctx.env:
+            continue
+        val = p.meta.get("val")
+        if isinstance(val, torch.SymInt) and val.node.expr == sym:
+            return ctx.env[p]
+        if isinstance(val, torch.Tensor) and isinstance(ctx.env[p], Value):
+            for d, s in enumerate(val.shape):
+                if isinstance(s, torch.SymInt) and s.node.expr == sym:
+                    return _dim_of(ctx, ctx.env[p], d)
+    raise DynamicShapeError(f"size symbol {sym} is not an input of this graph")
+
+
+def _dim_of(ctx: LoweringContext, x: Value, dim: int) -> Value:
+    shape = ctx.op("Shape", [x], {"dtype": dtypes.to_cpp(INT)}, out=(INT, (x.rank,)),
+                   suffix="shape")
+    return ctx.op("GatherV2", [shape, ctx.const(dim, INT, "dim"), ctx.const(0, INT, "axis")],
+                  out=_SCALAR, suffix="size")
+
+
 def _binary(ge_type: str):
     def convert(ctx, a, b):
         return ctx.op(ge_type, [scalar(ctx, a), scalar(ctx, b)], out=_SCALAR)
@@ -63,10 +135,7 @@ def neg(ctx, a):
 @register(aten.sym_size.int)
 def sym_size(ctx, self, dim):
     """sym_size.int(Tensor self, int dim) -> SymInt"""
-    shape = ctx.op("Shape", [self], {"dtype": dtypes.to_cpp(INT)}, out=(INT, (self.rank,)),
-                   suffix="shape")
-    index = ctx.const(dim % self.rank, INT, "dim")
-    return ctx.op("GatherV2", [shape, index, ctx.const(0, INT, "axis")], out=_SCALAR)
+    return _dim_of(ctx, self, dim % self.rank)
 
 
 @register(aten.sym_numel.default)

@@ -21,6 +21,7 @@ or by position among the tensor arguments), or ``"auto"``: see ``AutoBuckets``.
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 import math
 import re
@@ -37,6 +38,7 @@ from npu_inductor.padding_safety import SafetyReport, analyze
 log = logging.getLogger("npu_inductor.buckets")
 BUCKETS_ATTR = "_npu_inductor_buckets"
 AUTO = "auto"
+MAX_GEARS = 100  # GE's limit on dynamic-dims gears
 AUTO_PROFILE_CALLS = 32  # calls observed (in eager) before auto buckets are chosen
 REPORTS: list[BucketReport] = []  # every bucketed graph's report, for explain()
 
@@ -224,6 +226,8 @@ class BucketReport:
     real_elements: int = 0
     padded_elements: int = 0
     exact_reasons: list[str] = field(default_factory=list)
+    atc_input_shape: str = ""  # ATC --input_shape / --dynamic_dims for the acl device
+    atc_dynamic_dims: str = ""
 
     @property
     def padding_overhead(self) -> float:
@@ -252,6 +256,7 @@ class BucketedGraph:
         self.auto = {d.symbol: AutoBuckets(config.max_buckets) for d in dims if d.sizes == AUTO}
         self.report = new_report(dims)
         self.report.safety = self._safety()
+        self.report.atc_input_shape, self.report.atc_dynamic_dims = self._atc_gears()
 
     def _symbol_sources(self) -> dict[sympy.Symbol, list[tuple[int, int | None]]]:
         """Every place each free symbol appears: (position, dim), dim None for an int input.
@@ -278,6 +283,34 @@ class BucketedGraph:
             else:
                 exprs.append(None)
         return exprs
+
+    def _atc_gears(self) -> tuple[str, str]:
+        """The buckets as ATC gears for the acl device: ``--input_shape`` with ``-1`` at
+        every bucketed dim and ``--dynamic_dims`` with one group per bucket combination
+        (GE allows at most 100; other dims keep the sizes they were traced with)."""
+        fixed = [d for d in self.dims if d.sizes != AUTO]
+        if not fixed:
+            return "", ""
+        combos = list(itertools.product(*[d.sizes for d in fixed]))
+        if len(combos) > MAX_GEARS:
+            return "", ""
+        syms = [d.symbol for d in fixed]
+        shapes, order = [], []
+        for node in self.placeholders:
+            val = node.meta.get("val")
+            if not isinstance(val, torch.Tensor):
+                continue
+            dims = []
+            for size in val.shape:
+                expr = size.node.expr if isinstance(size, torch.SymInt) else None
+                if expr in syms:
+                    dims.append("-1")
+                    order.append(syms.index(expr))
+                else:
+                    dims.append(str(size.node.hint if expr is not None else int(size)))
+            shapes.append(f"{node.name}:{','.join(dims)}")
+        gears = [",".join(str(combo[i]) for i in order) for combo in combos]
+        return ";".join(shapes), ";".join(gears)
 
     def _safety(self) -> SafetyReport:
         if self.config.pad == "trust":

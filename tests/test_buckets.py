@@ -147,3 +147,17 @@ def test_prefix_dim():
     s, b = sympy.symbols("s b", positive=True, integer=True)
     assert prefix_dim(s, {s}) and prefix_dim(s - 1, {s})
     assert not prefix_dim(2 * s, {s}) and not prefix_dim(b * s, {s})
+
+
+def test_buckets_export_as_atc_gears():
+    def f(x, w):
+        return torch.relu(x @ w)
+
+    compiled = torch.compile(f, backend="npu", dynamic=True,
+                             options={"shape_buckets": {"x": {0: [4, 8, 16]}}})
+    compiled(torch.randn(3, 8), torch.randn(8, 2))
+    report = _last_report()
+    # x's batch dim is the gear; w keeps its traced sizes
+    shapes = dict(s.split(":") for s in report.atc_input_shape.split(";"))
+    assert sorted(shapes.values()) == ["-1,8", "8,2"]
+    assert report.atc_dynamic_dims == "4;8;16"
