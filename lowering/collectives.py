@@ -2,6 +2,7 @@
 
     all_reduce(x, op, g)              ==> HcomAllReduce(reduction, group, fusion=0)
                                           (avg: sum, then RealDiv by the group size)
+    *_coalesced([x0, x1..], ...)      ==> one Hcom op per tensor (GE has no coalesced form)
     all_gather_into_tensor(x, n, g)   ==> HcomAllGather(rank_size=n, group)
     reduce_scatter_tensor(x, op, n, g)==> HcomReduceScatter(reduction, rank_size=n, group)
     broadcast(x, src, g)              ==> HcomBroadcast(root_rank=src, group)
@@ -40,15 +41,16 @@ REDUCE_DTYPES = {torch.float32, torch.float16, torch.int32, torch.int16, torch.i
 MOVE_DTYPES = REDUCE_DTYPES | {torch.int64, torch.uint8}
 
 
-def _val(node: torch.fx.Node) -> Any:
-    return node.meta.get("val")
+def _dtypes(node: torch.fx.Node) -> list[torch.dtype]:
+    val = node.meta.get("val")
+    return [v.dtype for v in (val if isinstance(val, (list, tuple)) else [val])]
 
 
 def _refuse_dtype(node: torch.fx.Node, allowed: set, carriers: dict) -> str | None:
-    dtype = _val(node).dtype
-    if dtype in allowed or dtype in carriers:
-        return None
-    return f"{node.target} in {dtype}: the Hcom prototype has no such dtype"
+    for dtype in _dtypes(node):
+        if dtype not in allowed and dtype not in carriers:
+            return f"{node.target} in {dtype}: the Hcom prototype has no such dtype"
+    return None
 
 
 def reduce_capability(node: torch.fx.Node) -> str | None:
@@ -56,8 +58,8 @@ def reduce_capability(node: torch.fx.Node) -> str | None:
     op = node.args[1]
     if op not in REDUCTIONS:
         return f"{node.target}: reduce_op {op!r} has no HCCL reduction"
-    if op == "avg" and not _val(node).dtype.is_floating_point:
-        return f"{node.target}: avg of {_val(node).dtype} (integer division) is not supported"
+    if op == "avg" and not all(d.is_floating_point for d in _dtypes(node)):
+        return f"{node.target}: avg of integers (integer division) is not supported"
     return _refuse_dtype(node, REDUCE_DTYPES, REDUCE_CARRIER)
 
 
@@ -68,7 +70,7 @@ def move_capability(node: torch.fx.Node) -> str | None:
 
 def all_to_all_capability(node: torch.fx.Node) -> str | None:
     sizes = list(node.args[1]) + list(node.args[2])
-    if not all(isinstance(s, int) for s in [*sizes, *_val(node).shape]):
+    if not all(isinstance(s, int) for s in [*sizes, *node.meta["val"].shape]):
         return f"{node.target}: split sizes and shapes must be static, got {sizes}"
     return move_capability(node)
 
@@ -78,43 +80,82 @@ def _carried(ctx, x, carriers: dict):
     return cast(ctx, x, carriers.get(x.dtype, x.dtype))
 
 
-@register(c10d.all_reduce.default, capability=reduce_capability)
-def all_reduce(ctx, input, reduce_op, group_name):
-    """all_reduce(Tensor input, str reduce_op, Any group_name) -> Tensor"""
+def _divide(ctx, y, n: int):
+    """avg = sum / group size (GE has no avg reduction)."""
+    return ctx.op("RealDiv", [y, ctx.const(n, y.dtype)], out=(y.dtype, y.shape), suffix="avg")
+
+
+def _all_reduce(ctx, input, reduce_op: str, group_name: Any):
     x = _carried(ctx, input, REDUCE_CARRIER)
     attrs = {"reduction": REDUCTIONS[reduce_op], "group": comm.ge_group_name(group_name),
              "fusion": 0}
     y = ctx.op("HcomAllReduce", [x], attrs, out=(x.dtype, x.shape))
     if reduce_op == "avg":
-        n = ctx.const(comm.group_size(group_name), x.dtype)
-        y = ctx.op("RealDiv", [y, n], out=(x.dtype, x.shape), suffix="avg")
+        y = _divide(ctx, y, comm.group_size(group_name))
     return cast(ctx, y, input.dtype)
 
 
-@register(c10d.all_gather_into_tensor.default, capability=move_capability)
-def all_gather_into_tensor(ctx, input, group_size, group_name):
-    """all_gather_into_tensor(Tensor input, int group_size, Any group_name) -> Tensor"""
+def _all_gather(ctx, input, shape, group_size: int, group_name: Any):
     x = _carried(ctx, input, MOVE_CARRIER)
-    _, shape = ctx.out_specs()[0]
     y = ctx.op("HcomAllGather", [x], {"rank_size": group_size,
                                        "group": comm.ge_group_name(group_name)},
                out=(x.dtype, shape))
     return cast(ctx, y, input.dtype)
 
 
-@register(c10d.reduce_scatter_tensor.default, capability=reduce_capability)
-def reduce_scatter_tensor(ctx, input, reduce_op, group_size, group_name):
-    """reduce_scatter_tensor(Tensor input, str reduce_op, int group_size, Any group_name)
-    -> Tensor"""
+def _reduce_scatter(ctx, input, shape, reduce_op: str, group_size: int, group_name: Any):
     x = _carried(ctx, input, REDUCE_CARRIER)
-    _, shape = ctx.out_specs()[0]
     attrs = {"reduction": REDUCTIONS[reduce_op], "group": comm.ge_group_name(group_name),
              "rank_size": group_size}
     y = ctx.op("HcomReduceScatter", [x], attrs, out=(x.dtype, shape))
     if reduce_op == "avg":
-        y = ctx.op("RealDiv", [y, ctx.const(group_size, x.dtype)], out=(x.dtype, shape),
-                   suffix="avg")
+        y = _divide(ctx, y, group_size)
     return cast(ctx, y, input.dtype)
+
+
+def _shapes(ctx) -> list:
+    return [shape for _, shape in ctx.out_specs()]
+
+
+@register(c10d.all_reduce.default, capability=reduce_capability)
+def all_reduce(ctx, input, reduce_op, group_name):
+    """all_reduce(Tensor input, str reduce_op, Any group_name) -> Tensor"""
+    return _all_reduce(ctx, input, reduce_op, group_name)
+
+
+@register(c10d.all_reduce_coalesced.default, capability=reduce_capability)
+def all_reduce_coalesced(ctx, inputs, reduce_op, group_name):
+    """all_reduce_coalesced(Tensor[] inputs, str reduce_op, Any group_name) -> Tensor[]"""
+    return [_all_reduce(ctx, x, reduce_op, group_name) for x in inputs]
+
+
+@register(c10d.all_gather_into_tensor.default, capability=move_capability)
+def all_gather_into_tensor(ctx, input, group_size, group_name):
+    """all_gather_into_tensor(Tensor input, int group_size, Any group_name) -> Tensor"""
+    return _all_gather(ctx, input, _shapes(ctx)[0], group_size, group_name)
+
+
+@register(c10d.all_gather_into_tensor_coalesced.default, capability=move_capability)
+def all_gather_into_tensor_coalesced(ctx, inputs, group_size, group_name):
+    """all_gather_into_tensor_coalesced(Tensor[] inputs, int group_size, Any group_name)
+    -> Tensor[]"""
+    return [_all_gather(ctx, x, shape, group_size, group_name)
+            for x, shape in zip(inputs, _shapes(ctx))]
+
+
+@register(c10d.reduce_scatter_tensor.default, capability=reduce_capability)
+def reduce_scatter_tensor(ctx, input, reduce_op, group_size, group_name):
+    """reduce_scatter_tensor(Tensor input, str reduce_op, int group_size, Any group_name)
+    -> Tensor"""
+    return _reduce_scatter(ctx, input, _shapes(ctx)[0], reduce_op, group_size, group_name)
+
+
+@register(c10d.reduce_scatter_tensor_coalesced.default, capability=reduce_capability)
+def reduce_scatter_tensor_coalesced(ctx, inputs, reduce_op, group_size, group_name):
+    """reduce_scatter_tensor_coalesced(Tensor[] inputs, str reduce_op, int group_size, Any
+    group_name) -> Tensor[]"""
+    return [_reduce_scatter(ctx, x, shape, reduce_op, group_size, group_name)
+            for x, shape in zip(inputs, _shapes(ctx))]
 
 
 @register(c10d.broadcast.default, capability=move_capability)

@@ -69,6 +69,13 @@ CASES: dict[str, tuple[Callable, torch.dtype, tuple[str, ...]]] = {
                         torch.float32, ("HcomAllToAllV",)),
     "subgroup_all_reduce": (lambda x, g: funcol.all_reduce(x * 2, "sum", g), torch.float32,
                             ("HcomAllReduce",)),
+    "all_reduce_coalesced": (lambda x, g: funcol.all_reduce_coalesced([x * 2, x[0] + 1], "avg",
+                                                                      g), torch.float32,
+                             ("HcomAllReduce", "RealDiv")),
+    "all_gather_coalesced": (lambda x, g: funcol.all_gather_single_coalesced([x * 2, x[1]], g),
+                             torch.float32, ("HcomAllGather",)),
+    "reduce_scatter_coalesced": (lambda x, g: funcol.reduce_scatter_single_coalesced(
+        [x * 2, x[:2] * 3], "sum", [0, 0], g), torch.float32, ("HcomReduceScatter",)),
     "gather_then_scatter": (_tp_like, torch.float32, ("HcomAllGather", "HcomReduceScatter")),
 }
 
@@ -79,7 +86,9 @@ def _input(rank: int, dtype: torch.dtype) -> torch.Tensor:
     return x.to(dtype) if dtype.is_floating_point else x.round().to(dtype)
 
 
-def _wait(t: Any) -> torch.Tensor:
+def _wait(t: Any) -> Any:
+    if isinstance(t, (list, tuple)):
+        return [_wait(x) for x in t]
     return t.wait() if isinstance(t, funcol.AsyncCollectiveTensor) else t
 
 
