@@ -40,7 +40,9 @@ def _desc_to_pb(desc: TensorDesc, out: pb.TensorDescriptor) -> None:
 
 def _tensor_to_pb(t: torch.Tensor, out: pb.TensorDef) -> None:
     _desc_to_pb(TensorDesc("", t.dtype, tuple(t.shape)), out.desc)
-    out.data = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+    # a fresh flat copy: contiguous() may keep stride 0 on size-0/1 dims, which view rejects
+    flat = torch.empty(t.numel(), dtype=t.dtype).copy_(t.reshape(-1))
+    out.data = flat.view(torch.uint8).numpy().tobytes()
 
 
 def _attr_to_pb(attr: Attr, out: pb.AttrDef) -> None:
