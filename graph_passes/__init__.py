@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+
+from npu_inductor.config import NpuConfig
 from npu_inductor.graph_passes.common import counters, real_inputs
 from npu_inductor.graph_passes.constant_fold import constant_fold
 from npu_inductor.graph_passes.cse import cse
@@ -31,8 +33,6 @@ from npu_inductor.graph_passes.fuse_swiglu import fuse_swiglu
 from npu_inductor.graph_passes.noop import remove_noops
 from npu_inductor.graph_passes.report import fusion_report
 from npu_inductor.graph_passes.verify import GraphVerificationError, verify
-
-from npu_inductor.config import NpuConfig
 
 log = logging.getLogger("npu_inductor.passes")
 

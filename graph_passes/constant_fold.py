@@ -15,10 +15,10 @@ import operator
 from typing import Any
 
 import torch
-from npu_inductor.graph_passes.common import bump, const_node, const_value, static, val
 from torch.fx import GraphModule, Node
 
 from npu_inductor.config import NpuConfig
+from npu_inductor.graph_passes.common import bump, const_node, const_value, static, val
 
 MAX_FOLD_ELEMENTS = 1024
 

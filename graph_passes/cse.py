@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from npu_inductor.graph_passes.common import bump
 from torch.fx import GraphModule, Node
 
 from npu_inductor.config import NpuConfig
+from npu_inductor.graph_passes.common import bump
 
 
 def _key(node: Node) -> Any:

@@ -3,10 +3,10 @@ removed, and so are ``get_attr`` constants no node reads any more."""
 
 from __future__ import annotations
 
-from npu_inductor.graph_passes.common import bump
 from torch.fx import GraphModule
 
 from npu_inductor.config import NpuConfig
+from npu_inductor.graph_passes.common import bump
 
 
 def dce(gm: GraphModule, config: NpuConfig) -> GraphModule:

@@ -14,11 +14,11 @@ the folds that need real values (Conv+BatchNorm, merged gate/up projections).
 from __future__ import annotations
 
 import torch
-from npu_inductor.graph_passes.common import bump, const_node, current_real_inputs, graph_kind, skip
 from torch._dynamo.utils import get_static_address_type
 from torch.fx import GraphModule
 
 from npu_inductor.config import NpuConfig
+from npu_inductor.graph_passes.common import bump, const_node, current_real_inputs, graph_kind, skip
 
 
 def _is_param(t: object) -> bool:

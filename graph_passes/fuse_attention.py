@@ -2,9 +2,10 @@
 ``IncreFlashAttention`` for a query of length 1).
 
 ``_scaled_dot_product_flash_attention_for_cpu`` (what ``F.scaled_dot_product_attention``
-becomes on CPU when it is not decomposed) maps over directly. Both the explicit form (BERT) and AOTAutograd's decomposition of
-``scaled_dot_product_attention`` (LLaMA: scale split over q and k^T, GQA expand, causal
-mask built from ``arange`` and folded to a constant, safe-softmax fix-up) reduce to
+becomes on CPU when it is not decomposed) maps over directly. Both the explicit form
+(BERT) and AOTAutograd's decomposition of ``scaled_dot_product_attention`` (scale split
+over q and k^T, GQA expand, causal mask built from ``arange`` and folded to a constant,
+safe-softmax fix-up) reduce to
 
     s = view(bmm(view(q * c1), view(permute(k, ..swap last two..) * c2)), [B, N, Sq, Skv])
     p = softmax(s / c3 + mask, -1)            (either scaling, mask optional)
@@ -31,6 +32,10 @@ import operator
 from dataclasses import dataclass
 
 import torch
+from torch.fx import GraphModule, Node
+
+from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
+from npu_inductor.config import NpuConfig
 from npu_inductor.graph_passes.common import (
     aten,
     bump,
@@ -46,10 +51,6 @@ from npu_inductor.graph_passes.common import (
     shape,
     skip,
 )
-from torch.fx import GraphModule, Node
-
-from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
-from npu_inductor.config import NpuConfig
 
 npu = torch.ops.npu
 _VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)

@@ -13,6 +13,9 @@ from __future__ import annotations
 import operator
 
 import torch
+from torch.fx import GraphModule, Node
+
+from npu_inductor.config import NpuConfig
 from npu_inductor.graph_passes.common import (
     aten,
     bump,
@@ -23,9 +26,6 @@ from npu_inductor.graph_passes.common import (
     is_op,
     log,
 )
-from torch.fx import GraphModule, Node
-
-from npu_inductor.config import NpuConfig
 
 
 def _fold(conv_w: torch.Tensor, conv_b: torch.Tensor | None, bn: list,

@@ -14,6 +14,10 @@ from __future__ import annotations
 import math
 
 import torch
+from torch.fx import GraphModule, Node
+
+from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
+from npu_inductor.config import NpuConfig
 from npu_inductor.graph_passes.common import (
     aten,
     bump,
@@ -24,10 +28,6 @@ from npu_inductor.graph_passes.common import (
     only_used_by,
     skip,
 )
-from torch.fx import GraphModule, Node
-
-from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
-from npu_inductor.config import NpuConfig
 
 npu = torch.ops.npu
 _REL = 1e-6

@@ -4,6 +4,8 @@
     mm(x, t(W))                     ==>  matmul(x, W, None, False, True)
     addmm(b, x, t(W))               ==>  matmul(x, W, b, False, True)      (beta = alpha = 1)
     bmm(permute(x, [0, 2, 1]), y)   ==>  matmul(x, y, None, True, False)
+    view(mm(view(x, [B*S, K]), w), ...)  ==>  view(matmul(x, w), ...)    (x: [B, S, K];
+                                         BatchMatMulV2 with a 2-D x2, no Reshape either side)
 
 Without it every ``nn.Linear`` costs a GE ``Transpose`` of its weight per call. Fires in
 training graphs too: it changes how one forward (or backward) op reads its operands, not
@@ -13,13 +15,14 @@ what any other graph saves or recomputes.
 from __future__ import annotations
 
 import torch
-from npu_inductor.graph_passes.common import aten, bump, call, finish, is_op, shape
 from torch.fx import GraphModule, Node
 
 from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
 from npu_inductor.config import NpuConfig
+from npu_inductor.graph_passes.common import aten, bump, call, finish, is_op, shape
 
 npu = torch.ops.npu
+_VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
 
 
 def _untransposed(node: object) -> Node | None:
@@ -42,13 +45,25 @@ def _operand(node: Node) -> tuple[Node, bool]:
     return (base, True) if base is not None else (node, False)
 
 
+def _unflattened(node: Node, x1: Node) -> Node | None:
+    """x when ``x1 = view(x, [prod(x.shape[:-1]), K])`` feeds a 2-D mm whose every user is
+    a view (they can read the N-D product directly)."""
+    if not is_op(x1, *_VIEWS) or node.target is not aten.mm.default:
+        return None
+    x = x1.args[0]
+    if len(shape(x)) < 3 or shape(x)[-1] != shape(x1)[-1]:
+        return None
+    return x if node.users and all(is_op(u, *_VIEWS) for u in node.users) else None
+
+
 def _rewrite(gm: GraphModule, node: Node, x1: Node, x2: Node, bias: Node | None) -> bool:
     a, ta = _operand(x1)
     b, tb = _operand(x2)
-    if not (ta or tb or bias is not None):
+    nd = None if ta else _unflattened(node, x1)
+    if not (ta or tb or bias is not None or nd is not None):
         return False
     with gm.graph.inserting_before(node):
-        fused = call(gm, npu.matmul.default, (a, b, bias, ta, tb), like=node)
+        fused = call(gm, npu.matmul.default, (nd or a, b, bias, ta, tb), like=node)
     node.replace_all_uses_with(fused)
     return True
 

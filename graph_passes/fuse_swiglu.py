@@ -17,6 +17,10 @@ from __future__ import annotations
 import operator
 
 import torch
+from torch.fx import GraphModule, Node
+
+from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
+from npu_inductor.config import NpuConfig
 from npu_inductor.graph_passes.common import (
     aten,
     bump,
@@ -31,10 +35,6 @@ from npu_inductor.graph_passes.common import (
     shape,
     skip,
 )
-from torch.fx import GraphModule, Node
-
-from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
-from npu_inductor.config import NpuConfig
 
 npu = torch.ops.npu
 _VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)

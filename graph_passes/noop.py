@@ -17,10 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from npu_inductor.graph_passes.common import aten, bump, is_op, permutation, set_val, val
 from torch.fx import GraphModule, Node
 
 from npu_inductor.config import NpuConfig
+from npu_inductor.graph_passes.common import aten, bump, is_op, permutation, set_val, val
 
 _VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
 _COPY_KWARGS = {"dtype", "memory_format", "layout", "device", "pin_memory", "non_blocking"}

@@ -13,6 +13,7 @@ import collections
 from typing import Any
 
 import torch
+
 from npu_inductor.graph_passes.common import counters
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import operator
 
 import torch
-from npu_inductor.graph_passes.common import fake_mode_of
 from torch.fx import GraphModule, Node
+
+from npu_inductor.graph_passes.common import fake_mode_of
 
 
 class GraphVerificationError(AssertionError):

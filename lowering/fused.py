@@ -18,10 +18,10 @@
 from __future__ import annotations
 
 import torch
-from npu_inductor.lowering.helpers import int_list
-from npu_inductor.lowering.registry import register
 
 from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
+from npu_inductor.lowering.helpers import int_list
+from npu_inductor.lowering.registry import register
 
 npu = torch.ops.npu
 # GE's "no limit" for pre_tokens/next_tokens (int32 max).
@@ -59,7 +59,7 @@ def _pse_shift(ctx, mask, n: int, sq: int, skv: int):
 
 @register(npu.flash_attention.default)
 def flash_attention(ctx, query, key, value, mask, scale, causal, layout):
-    """flash_attention(Tensor query, Tensor key, Tensor value, Tensor? mask, float scale, bool causal, str layout) -> Tensor"""
+    """flash_attention(Tensor query, Tensor key, Tensor value, Tensor? mask, float scale, bool causal, str layout) -> Tensor"""  # noqa: E501
     n, kvh, sq, skv = _heads(layout, query, key)
     common = {"num_heads": n, "scale_value": float(scale), "input_layout": layout,
               "num_key_value_heads": kvh}
@@ -84,7 +84,7 @@ def rotary_mul(ctx, x, cos, sin):
 
 @register(npu.apply_rotary_pos_emb.default)
 def apply_rotary_pos_emb(ctx, query, key, cos, sin):
-    """apply_rotary_pos_emb(Tensor query, Tensor key, Tensor cos, Tensor sin) -> (Tensor, Tensor)"""
+    """apply_rotary_pos_emb(Tensor query, Tensor key, Tensor cos, Tensor sin) -> (Tensor, Tensor)"""  # noqa: E501
     return ctx.op("ApplyRotaryPosEmb", [query, key, cos, sin],
                   {"layout": BSND_LAYOUT, "rotary_mode": "half"})
 
@@ -105,7 +105,7 @@ def gelu(ctx, x, approximate):
 
 @register(npu.matmul.default)
 def matmul(ctx, x1, x2, bias, transpose_x1, transpose_x2):
-    """matmul(Tensor x1, Tensor x2, Tensor? bias, bool transpose_x1, bool transpose_x2) -> Tensor"""
+    """matmul(Tensor x1, Tensor x2, Tensor? bias, bool transpose_x1, bool transpose_x2) -> Tensor"""  # noqa: E501
     if x1.rank == 2 and x2.rank == 2:
         return ctx.op("MatMulV2", [x1, x2, bias],
                       {"transpose_x1": bool(transpose_x1), "transpose_x2": bool(transpose_x2)})

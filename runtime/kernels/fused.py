@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
 from npu_inductor.runtime.kernels import kernel
 
 aten = torch.ops.aten
@@ -47,18 +48,23 @@ def _band(sq, skv, pre_tokens, next_tokens):
     return (j <= i + next_tokens) & (j >= i - pre_tokens)
 
 
+def _plain_causal(atten_mask, sq, skv, pre_tokens, next_tokens):
+    """The band is top-left causal and the mask hides nothing inside it: torch's
+    ``is_causal`` fast path computes exactly this."""
+    return (next_tokens == 0 and pre_tokens >= sq and sq == skv and atten_mask.dim() == 2
+            and not atten_mask.tril().any())
+
+
 def _attention(q, k, v, pse, atten_mask, scale, pre_tokens, next_tokens):
     """softmax(q k^T * scale + pse, masked where atten_mask != 0) v, q/k/v in BNSD."""
     sq, skv = q.shape[-2], k.shape[-2]
     gqa = k.shape[1] != q.shape[1]
     bias, causal = pse, False
     if atten_mask is not None:
-        band = _band(sq, skv, pre_tokens, next_tokens)
-        keep = band & (atten_mask == 0)
-        causal_keep = torch.ones(sq, skv, dtype=torch.bool).tril()
-        if pse is None and keep.dim() == 2 and torch.equal(keep, causal_keep):
-            causal = True  # torch's causal fast path
+        if pse is None and _plain_causal(atten_mask, sq, skv, pre_tokens, next_tokens):
+            causal = True
         else:
+            keep = _band(sq, skv, pre_tokens, next_tokens) & (atten_mask == 0)
             neg = torch.zeros(keep.shape, dtype=q.dtype).masked_fill(~keep, float("-inf"))
             bias = neg if bias is None else bias + neg
     return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale,
@@ -110,7 +116,14 @@ def _rotate_half(x):
 
 @kernel("RotaryMul")
 def rotary_mul(x, r1, r2):
-    return torch.addcmul(x * r1, _rotate_half(x), r2)
+    """x * r1 + rotate_half(x) * r2, as one multiply and two in-place half updates."""
+    if r1.shape != r2.shape:
+        return torch.addcmul(x * r1, _rotate_half(x), r2)
+    h = x.shape[-1] // 2
+    out = x * r1
+    out[..., :h].addcmul_(x[..., h:], r2[..., :h], value=-1)
+    out[..., h:].addcmul_(x[..., :h], r2[..., h:])
+    return out
 
 
 @kernel("ApplyRotaryPosEmb")

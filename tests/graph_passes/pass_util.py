@@ -8,11 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from npu_inductor.graph_passes import counters
-from npu_inductor.lowering.decompositions import decomposition_table
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from npu_inductor.config import NpuConfig
+from npu_inductor.graph_passes import counters
+from npu_inductor.lowering.decompositions import decomposition_table
 
 
 def trace(fn: Callable, *inputs: torch.Tensor) -> torch.fx.GraphModule:

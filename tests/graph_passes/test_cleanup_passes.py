@@ -11,11 +11,12 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import check_model, record_graphs
+from pass_util import has, run, same_result, targets, trace
+
 from npu_inductor.graph_passes.constant_fold import MAX_FOLD_ELEMENTS, constant_fold
 from npu_inductor.graph_passes.cse import cse
 from npu_inductor.graph_passes.dce import dce
 from npu_inductor.graph_passes.noop import remove_noops
-from pass_util import has, run, same_result, targets, trace
 
 aten = torch.ops.aten
 
@@ -38,21 +39,24 @@ def test_dce_keeps_used_nodes():
 
 # ---- CSE ----------------------------------------------------------------------------------
 def test_cse_merges_identical_calls():
-    fn = lambda x: torch.exp(x) + torch.exp(x)
+    def fn(x):
+        return torch.exp(x) + torch.exp(x)
     gm, fired = run(cse, trace(fn, torch.randn(3)))
     assert targets(gm).count(aten.exp.default) == 1 and fired["cse"] == 1
     same_result(gm, fn, torch.randn(3))
 
 
 def test_cse_keeps_calls_that_differ_or_are_random():
-    fn = lambda x: torch.exp(x) + torch.exp(x * 2) + torch.rand_like(x) + torch.rand_like(x)
+    def fn(x):
+        return torch.exp(x) + torch.exp(x * 2) + torch.rand_like(x) + torch.rand_like(x)
     gm, fired = run(cse, trace(fn, torch.randn(3)))
     assert targets(gm).count(aten.exp.default) == 2 and "cse" not in fired
     assert targets(gm).count(aten.rand_like.default) + targets(gm).count(aten.rand.default) >= 2
 
 
 def test_cse_keeps_int_and_bool_scalars_apart():
-    fn = lambda x: torch.add(x, True) * torch.add(x, 1)
+    def fn(x):
+        return torch.add(x, True) * torch.add(x, 1)
     _, fired = run(cse, trace(fn, torch.ones(3, dtype=torch.int64)))
     assert "cse" not in fired
 
@@ -109,7 +113,8 @@ def test_constant_folding_turns_the_causal_mask_into_one_constant():
 
 def test_constant_folding_leaves_big_results_and_runtime_inputs_alone():
     side = int(MAX_FOLD_ELEMENTS ** 0.5) + 1
-    fn = lambda x: x + torch.ones(side, side).cumsum(0)
+    def fn(x):
+        return x + torch.ones(side, side).cumsum(0)
     gm, fired = run(constant_fold, trace(fn, torch.randn(side, side)))
     assert has(gm, aten.cumsum.default) and has(gm, aten.add.Tensor)
     assert "constant_fold" not in fired or not has(gm, operator.getitem)

@@ -13,11 +13,11 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
 from models import RMSNorm, rotate_half
-from npu_inductor.graph_passes.constant_fold import constant_fold
-from npu_inductor.graph_passes.noop import remove_noops
 from pass_util import has, run, same_result, trace
 
 from npu_inductor import graph_passes as gp
+from npu_inductor.graph_passes.constant_fold import constant_fold
+from npu_inductor.graph_passes.noop import remove_noops
 
 aten, npu = torch.ops.aten, torch.ops.npu
 
@@ -35,7 +35,8 @@ def test_rms_norm_fires_on_the_llama_form_with_casts(dtype):
     norm = RMSNorm(16).to(dtype)
     norm.weight.data.normal_()
     x = torch.randn(2, 3, 16, dtype=dtype)
-    fn = lambda x, w: norm.__class__.forward(_with_weight(norm, w), x)
+    def fn(x, w):
+        return norm.__class__.forward(_with_weight(norm, w), x)
     gm, fired = run(gp.fuse_rms_norm, _prepared(fn, x, norm.weight.detach()))
     assert fired == {"fuse_rms_norm": 1} and has(gm, npu.rms_norm.default)
     assert not has(gm, aten.rsqrt.default)
@@ -50,7 +51,8 @@ def _with_weight(norm, w):
 
 
 def test_rms_norm_near_miss_mean_over_wrong_dim_is_untouched():
-    fn = lambda x, w: w * (x * torch.rsqrt(x.pow(2).mean(0, keepdim=True) + 1e-6))
+    def fn(x, w):
+        return w * (x * torch.rsqrt(x.pow(2).mean(0, keepdim=True) + 1e-6))
     gm, fired = run(gp.fuse_rms_norm, _prepared(fn, torch.randn(4, 4), torch.randn(4)))
     assert not fired and has(gm, aten.rsqrt.default)
 
@@ -172,7 +174,8 @@ def test_swiglu_near_miss_gate_on_second_half_is_untouched():
 
 
 def test_swiglu_near_miss_unfrozen_gate_up_projections_are_untouched():
-    fn = lambda x, wg, wu: F.silu(x @ wg.t()) * (x @ wu.t())
+    def fn(x, wg, wu):
+        return F.silu(x @ wg.t()) * (x @ wu.t())
     _, fired = run(gp.fuse_swiglu, _prepared(fn, torch.randn(3, 8), torch.randn(16, 8),
                                               torch.randn(16, 8)))
     assert not fired
@@ -198,14 +201,16 @@ def test_gelu_forms_fire(fn, approximate):
 
 
 def test_gelu_near_miss_wrong_constant_is_untouched():
-    fn = lambda x: 0.5 * x * (1 + torch.erf(x / 1.5))
+    def fn(x):
+        return 0.5 * x * (1 + torch.erf(x / 1.5))
     gm, fired = run(gp.fuse_gelu, _prepared(fn, torch.randn(4)))
     assert not fired and has(gm, aten.erf.default)
 
 
-# ---- matmul transposes and bias -------------------------------------------------------------------
+# ---- matmul transposes and bias ------------------------------------------------------------
 def test_matmul_folds_weight_transpose_and_linear_bias():
-    fn = lambda x, w, b, w2: F.linear(x, w, b) @ w2.t()
+    def fn(x, w, b, w2):
+        return F.linear(x, w, b) @ w2.t()
     inputs = (torch.randn(3, 8), torch.randn(4, 8), torch.randn(4), torch.randn(5, 4))
     gm, fired = run(gp.fuse_matmul, _prepared(fn, *inputs))
     assert fired == {"fuse_matmul": 2}
@@ -216,7 +221,8 @@ def test_matmul_folds_weight_transpose_and_linear_bias():
 
 
 def test_matmul_near_miss_plain_mm_and_scaled_addmm_are_untouched():
-    fn = lambda x, w, b: torch.addmm(b, x, w.t(), beta=2.0) + x @ w.t().contiguous()
+    def fn(x, w, b):
+        return torch.addmm(b, x, w.t(), beta=2.0) + x @ w.t().contiguous()
     gm, fired = run(gp.fuse_matmul, trace(fn, torch.randn(3, 8), torch.randn(4, 8),
                                           torch.randn(4)))
     assert not fired and has(gm, aten.addmm.default) and has(gm, aten.mm.default)

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from npu_inductor.graph_passes import GraphVerificationError, run_passes, verify
 from pass_util import run, trace
 
 from npu_inductor import graph_passes
 from npu_inductor.config import NpuConfig
+from npu_inductor.graph_passes import GraphVerificationError, run_passes, verify
 
 aten = torch.ops.aten
 
