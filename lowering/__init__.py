@@ -1,7 +1,6 @@
 """aten / npu::* / _c10d_functional FX nodes -> GE IR. Importing registers all converters."""
 
 from npu_inductor.lowering import elementwise, matmul, shape  # noqa: F401  (registration)
-from npu_inductor.lowering import fused  # noqa: F401  (registration)
 from npu_inductor.lowering import creation, index  # noqa: F401  (registration)
 from npu_inductor.lowering import fused  # noqa: F401  (registration)
 from npu_inductor.lowering import attention, conv, nn, norm, pool  # noqa: F401  (registration)

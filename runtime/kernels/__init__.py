@@ -29,7 +29,6 @@ def kernel(*op_types: str, out: bool = False) -> Callable:
 
 
 from npu_inductor.runtime.kernels import array, elementwise, math  # noqa: E402,F401
-from npu_inductor.runtime.kernels import fused  # noqa: E402,F401
 from npu_inductor.runtime.kernels import creation, index  # noqa: E402,F401
 from npu_inductor.runtime.kernels import fused  # noqa: E402,F401
 from npu_inductor.runtime.kernels import nn  # noqa: E402,F401
