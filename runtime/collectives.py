@@ -181,9 +181,9 @@ def all_reduce(x: torch.Tensor, reduction: str, group: str) -> torch.Tensor:
 def all_gather(x: torch.Tensor, rank_size: int, group: str) -> torch.Tensor:
     """HcomAllGather: every rank's ``x`` concatenated along dim 0 in rank order."""
     x = x.contiguous()
-    out = x.new_empty((x.shape[0] * rank_size, *x.shape[1:]) if x.dim() else (rank_size,))
+    out = x.new_empty((x.shape[0] * rank_size, *x.shape[1:]))
     run_collective("HcomAllGather", group, lambda pg: dist.all_gather_into_tensor(
-        out, x.reshape(-1) if not x.dim() else x, group=pg, async_op=True))
+        out, x, group=pg, async_op=True))
     return out
 
 
