@@ -129,7 +129,11 @@ def resolve_group(name: str) -> Any:
     if name == WORLD_GROUP:
         return dist.group.WORLD
     if name.startswith(GROUP_PREFIX):
-        return _torch_group(name[len(GROUP_PREFIX):])
+        try:
+            return _torch_group(name[len(GROUP_PREFIX):])
+        except (ValueError, RuntimeError) as e:
+            raise CollectiveError(f"communicator group {name!r}: no such torch process group "
+                                  f"in this process ({e})") from e
     raise CollectiveError(f"unknown communicator group {name!r}; known: {sorted(_GROUPS)}")
 
 

@@ -91,6 +91,8 @@ def test_group_names_round_trip(fake_world):
     assert comm.resolve_group(name) is sub
     with pytest.raises(comm.CollectiveError, match="unknown communicator group 'nope'"):
         comm.resolve_group("nope")
+    with pytest.raises(comm.CollectiveError, match="no such torch process group"):
+        comm.resolve_group(comm.GROUP_PREFIX + "no_such_group")
 
 
 def test_unknown_group_without_init():
