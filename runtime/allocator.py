@@ -107,7 +107,8 @@ def _parse_item(key: str, value: str) -> dict[str, Any]:
     if key == "expandable_segments":
         return {"expandable_segments": _parse_bool(key, value)}
     if key in _IGNORED_KEYS:
-        warnings.warn(f"{ALLOC_CONF_ENV}: {key} is not used by npu_inductor's allocator")
+        warnings.warn(f"{ALLOC_CONF_ENV}: {key} is not used by npu_inductor's allocator",
+                      stacklevel=3)
         return {}
     raise AllocatorError(f"{ALLOC_CONF_ENV}: unknown option {key!r}; valid: "
                          f"max_split_size_mb, garbage_collection_threshold, expandable_segments")
@@ -258,7 +259,7 @@ class CachingAllocator:
         self.settings = settings or parse_alloc_conf(os.environ.get(ALLOC_CONF_ENV))
         if self.settings.expandable_segments and not hasattr(backend, "reserve"):
             warnings.warn(f"{ALLOC_CONF_ENV}: expandable_segments needs a backend with "
-                          f"virtual memory; using fixed segments")
+                          f"virtual memory; using fixed segments", stacklevel=2)
             self.settings = AllocatorSettings(self.settings.max_split_size,
                                               self.settings.garbage_collection_threshold)
         self.small, self.large = Pool("small"), Pool("large")

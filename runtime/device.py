@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from npu_inductor.runtime.allocator import AclBackend, CachingAllocator
 from npu_inductor.runtime.host_acl import HostAcl
 from npu_inductor.runtime.memory import DevicePtr

@@ -13,11 +13,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import torch
+
+from npu_inductor.ge.serialize import from_air
 from npu_inductor.runtime.allocator import CachingAllocator, HostBackend
 from npu_inductor.runtime.host_model import HostModel
 from npu_inductor.runtime.memory import DevicePtr, SlabMemory, view_as
-
-from npu_inductor.ge.serialize import from_air
 
 ACL_SUCCESS = 0
 ACL_ERROR_INVALID_PARAM = 100000

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from npu_inductor.runtime.kernels import KERNELS, OUT_KERNELS
-from npu_inductor.runtime.memory_plan import VIEW_OPS, MemoryPlan, PlanError, PlanStep, plan_memory
 
 from npu_inductor.ge.ir import Graph, OpNode
 from npu_inductor.ge.op_specs import get_spec
+from npu_inductor.runtime.kernels import KERNELS, OUT_KERNELS
+from npu_inductor.runtime.memory_plan import VIEW_OPS, MemoryPlan, PlanError, PlanStep, plan_memory
 
 
 class HostExecutionError(RuntimeError):
@@ -103,6 +103,7 @@ class HostModel:
         self.output_sigs: list[tuple] = []
         self._build()
         self.plan: MemoryPlan | None = None
+        self.plan_steps: list[PlanStep] = []  # what the plan was made from (for validation)
         self.plan_error: str | None = None
         self._views: tuple[Any, dict[int, torch.Tensor]] | None = None
         self.set_memory_plan(memory_plan)
@@ -170,8 +171,9 @@ class HostModel:
             use_out.append(_can_out(st) and dests[st.outs[0]][0] in ("ws", "graph"))
         if planned:
             ws = {s for s, d in dests.items() if d[0] == "ws"}
+            self.plan_steps = self._plan_steps(use_out)
             try:
-                self.plan = plan_memory(self._plan_steps(use_out), ws) if ws else None
+                self.plan = plan_memory(self.plan_steps, ws) if ws else None
             except PlanError as e:
                 self.plan_error = str(e)
                 return self._bind(planned=False)

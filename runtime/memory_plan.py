@@ -257,3 +257,53 @@ def plan_memory(steps: list[PlanStep], planned: set[int]) -> MemoryPlan:
     naive = sum(align(nbytes[s]) for s in planned if s not in views and s not in inplace)
     return MemoryPlan(offsets, nbytes, placed, _span(placed), lower_bound(buffers), naive,
                       algorithm, views, inplace)
+
+
+# ---- validation (independent of the buffer grouping above) ---------------------------------
+def _slot_lives(steps: list[PlanStep], plan: MemoryPlan) -> dict[int, list[int]]:
+    """[first, last] time each planned slot's bytes must stay intact (views extend roots)."""
+    life: dict[int, list[int]] = {}
+    for i, st in enumerate(steps):
+        for s in st.outs:
+            if s in plan.offsets:
+                t = 2 * i if st.writes_early else 2 * i + 1
+                life[s] = [t, t]
+        for s in st.ins:
+            if s in life:
+                life[s][1] = max(life[s][1], 2 * i)
+    for s in sorted(plan.views, reverse=True):  # a view's bytes are its root's bytes
+        root = plan.views[s]
+        life[root][1] = max(life[root][1], life[s][1])
+    return life
+
+
+def _related(a: int, b: int, plan: MemoryPlan) -> bool:
+    def chain(s: int) -> set[int]:
+        seen = {s}
+        while s in plan.views or s in plan.inplace:
+            s = plan.views.get(s, plan.inplace.get(s))
+            seen.add(s)
+        return seen
+    return bool(chain(a) & chain(b))
+
+
+def validate(steps: list[PlanStep], plan: MemoryPlan) -> None:
+    """Raise PlanError if two tensors alive at the same time share workspace bytes, or a
+    tensor lies outside the workspace."""
+    life = _slot_lives(steps, plan)
+    spans = {s: (off, off + plan.nbytes[s]) for s, off in plan.offsets.items()}
+    for s, (lo, hi) in spans.items():
+        if lo < 0 or hi > plan.workspace_bytes or lo % ALIGN:
+            raise PlanError(f"slot {s} at [{lo}, {hi}) is outside or misaligned in the "
+                            f"{plan.workspace_bytes}-byte workspace")
+    slots = sorted(spans)
+    for i, a in enumerate(slots):
+        for b in slots[i + 1:]:
+            (alo, ahi), (blo, bhi) = spans[a], spans[b]
+            if alo < bhi and blo < ahi and life[a][0] <= life[b][1] \
+                    and life[b][0] <= life[a][1] and not _related(a, b, plan):
+                raise PlanError(f"slots {a} {life[a]} and {b} {life[b]} overlap in memory "
+                                f"([{alo}, {ahi}) vs [{blo}, {bhi})) while both alive")
+    for out, src in plan.inplace.items():
+        if life[src][1] > life[out][0]:
+            raise PlanError(f"slot {out} overwrites slot {src}, which is still read later")
