@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["explain", "set_buckets"]
+__all__ = ["empty_cache", "explain", "memory_stats", "memory_summary", "reset_peak_memory_stats",
+           "set_buckets", "set_memory_limit"]
+# device-memory API, defined in runtime/device.py
+_MEMORY_API = ("empty_cache", "memory_stats", "memory_summary", "reset_peak_memory_stats",
+               "set_memory_limit")
 
 
 def __getattr__(name: str) -> Any:
@@ -20,4 +24,8 @@ def __getattr__(name: str) -> Any:
         from npu_inductor.explainer import explain
 
         return explain
+    if name in _MEMORY_API:
+        from npu_inductor.runtime import device
+
+        return getattr(device, name)
     raise AttributeError(f"module 'npu_inductor' has no attribute {name!r}")

@@ -144,3 +144,36 @@ def get_device(kind: str = "auto") -> HostDevice | AclDevice:
                               "installed here. Use device='host' or 'auto'.")
         return AclDevice()
     raise DeviceError(f"unknown device {kind!r}")
+
+
+# ---- public memory API (``npu_inductor.memory_stats()`` etc.) --------------------------------
+def memory_stats(device: str = "auto") -> dict[str, Any]:
+    """The device caching allocator's stats: bytes allocated / reserved (current and
+    peak), block and segment counts, OOMs, largest free block, fragmentation."""
+    return get_device(device).allocator.memory_stats()
+
+
+def empty_cache(device: str = "auto") -> None:
+    """Release every cached, unused device-memory segment back to the device."""
+    get_device(device).allocator.empty_cache()
+
+
+def reset_peak_memory_stats(device: str = "auto") -> None:
+    """Restart peak tracking from the current allocated / reserved bytes."""
+    get_device(device).allocator.reset_peak_memory_stats()
+
+
+def set_memory_limit(limit: int | None, device: str = "auto") -> None:
+    """Cap the device memory the allocator may reserve (bytes; None: unlimited)."""
+    get_device(device).allocator.set_memory_limit(limit)
+
+
+def memory_summary(device: str = "auto") -> str:
+    """``memory_stats`` as a readable two-column table."""
+    from npu_inductor.runtime.allocator import format_bytes
+
+    stats = memory_stats(device)
+    rows = [(k, format_bytes(v) if k.endswith("bytes") or k in ("limit", "largest_free_block")
+             else f"{v:.3f}" if isinstance(v, float) else str(v)) for k, v in stats.items()]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
