@@ -25,6 +25,7 @@ from npu_inductor.graph_passes.dce import dce
 from npu_inductor.graph_passes.freeze import freeze_parameters
 from npu_inductor.graph_passes.fuse_attention import fuse_attention
 from npu_inductor.graph_passes.fuse_conv_bn import fuse_conv_bn
+from npu_inductor.graph_passes.fuse_flash_attention_score import fuse_flash_attention_score
 from npu_inductor.graph_passes.fuse_gelu import fuse_gelu
 from npu_inductor.graph_passes.fuse_matmul import fuse_matmul
 from npu_inductor.graph_passes.fuse_rms_norm import fuse_add_rms_norm, fuse_rms_norm
@@ -39,8 +40,8 @@ log = logging.getLogger("npu_inductor.passes")
 Pass = Callable[[torch.fx.GraphModule, NpuConfig], torch.fx.GraphModule]
 
 FUSIONS: frozenset[Pass] = frozenset({
-    fuse_conv_bn, fuse_rms_norm, fuse_add_rms_norm, fuse_rotary, fuse_attention, fuse_swiglu,
-    fuse_gelu, fuse_matmul,
+    fuse_conv_bn, fuse_rms_norm, fuse_add_rms_norm, fuse_rotary, fuse_attention,
+    fuse_flash_attention_score, fuse_swiglu, fuse_gelu, fuse_matmul,
 })
 
 PASSES: list[Pass] = [
@@ -54,6 +55,7 @@ PASSES: list[Pass] = [
     fuse_add_rms_norm,  # consumes rms_norm nodes whose input is a residual add
     fuse_rotary,
     fuse_attention,
+    fuse_flash_attention_score,  # training graphs (fp16/bf16), forward and backward
     fuse_swiglu,  # merges frozen gate/up mm pairs, so before fuse_matmul
     fuse_gelu,
     fuse_matmul,  # last: folds the transposes/bias the other fusions left

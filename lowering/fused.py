@@ -111,3 +111,36 @@ def matmul(ctx, x1, x2, bias, transpose_x1, transpose_x2):
                       {"transpose_x1": bool(transpose_x1), "transpose_x2": bool(transpose_x2)})
     return ctx.op("BatchMatMulV2", [x1, x2, bias],
                   {"adj_x1": bool(transpose_x1), "adj_x2": bool(transpose_x2)})
+
+
+def _causal_bool_mask(ctx, sq: int, skv: int):
+    """FlashAttentionScore's atten_mask for a causal band: bool, True = masked."""
+    upper = torch.ones(sq, skv, dtype=torch.bool).triu(1)
+    return ctx.const(upper, torch.bool, suffix="causal_mask")
+
+
+def _fas_attrs(query, causal: bool, scale: float) -> dict:
+    return {"head_num": query.shape[1], "input_layout": "BNSD", "scale_value": float(scale),
+            "keep_prob": 1.0, "pre_tockens": ALL_TOKENS,
+            "next_tockens": 0 if causal else ALL_TOKENS, "sparse_mode": 0}
+
+
+@register(npu.flash_attention_score.default)
+def flash_attention_score(ctx, query, key, value, causal, scale):
+    """flash_attention_score(Tensor query, Tensor key, Tensor value, bool causal, float scale) -> (Tensor, Tensor, Tensor, Tensor)"""  # noqa: E501
+    mask = _causal_bool_mask(ctx, query.shape[2], key.shape[2]) if causal else None
+    return ctx.op("FlashAttentionScore", [query, key, value, None, None, None, mask],
+                  _fas_attrs(query, causal, scale))
+
+
+@register(npu.flash_attention_score_grad.default)
+def flash_attention_score_grad(ctx, query, key, value, dy, softmax_max, softmax_sum,
+                               attention_in, causal, scale):
+    """flash_attention_score_grad(Tensor query, Tensor key, Tensor value, Tensor dy, Tensor softmax_max, Tensor softmax_sum, Tensor attention_in, bool causal, float scale) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
+    mask = _causal_bool_mask(ctx, query.shape[2], key.shape[2]) if causal else None
+    outs = [*ctx.out_specs(), (query.dtype, (0,))]  # + dpse, empty without pse_shift
+    dq, dk, dv, _ = ctx.op("FlashAttentionScoreGrad",
+                           [query, key, value, dy, None, None, None, mask, softmax_max,
+                            softmax_sum, None, attention_in],
+                           _fas_attrs(query, causal, scale), out=outs)
+    return dq, dk, dv

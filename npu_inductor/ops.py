@@ -160,3 +160,51 @@ def _(x1: Tensor, x2: Tensor, bias: Tensor | None, transpose_x1: bool,
 
 def default_scale(head_dim: int) -> float:
     return 1.0 / math.sqrt(head_dim)
+
+
+# ---- training attention: FlashAttentionScore / FlashAttentionScoreGrad --------------------------
+SOFTMAX_STAT_WIDTH = 8  # GE keeps softmax max/sum as [B, N, Sq, 8] (the value repeated)
+
+
+def _stat(t: Tensor) -> Tensor:
+    return t.unsqueeze(-1).expand(*t.shape, SOFTMAX_STAT_WIDTH).contiguous()
+
+
+@torch.library.custom_op("npu::flash_attention_score", mutates_args=())
+def flash_attention_score(query: Tensor, key: Tensor, value: Tensor, causal: bool,
+                          scale: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """GE ``FlashAttentionScore`` (BNSD, fp16/bf16): (softmax_max, softmax_sum,
+    softmax_out (empty), attention_out); softmax = exp(s - max) / sum."""
+    out, lse = aten._scaled_dot_product_flash_attention_for_cpu(query, key, value, 0.0, causal,
+                                                                scale=scale)
+    return _stat(lse), _stat(torch.ones_like(lse)), query.new_empty([0]), out
+
+
+@flash_attention_score.register_fake
+def _(query: Tensor, key: Tensor, value: Tensor, causal: bool,
+      scale: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    stat = [*query.shape[:-1], SOFTMAX_STAT_WIDTH]
+    return (query.new_empty(stat, dtype=torch.float32), query.new_empty(stat, dtype=torch.float32),
+            query.new_empty([0]), query.new_empty([*query.shape[:-1], value.shape[-1]]))
+
+
+def logsumexp_of(softmax_max: Tensor, softmax_sum: Tensor) -> Tensor:
+    """torch's [B, N, Sq] logsumexp from GE's softmax statistics."""
+    return softmax_max[..., 0] + softmax_sum[..., 0].log()
+
+
+@torch.library.custom_op("npu::flash_attention_score_grad", mutates_args=())
+def flash_attention_score_grad(query: Tensor, key: Tensor, value: Tensor, dy: Tensor,
+                               softmax_max: Tensor, softmax_sum: Tensor, attention_in: Tensor,
+                               causal: bool, scale: float) -> tuple[Tensor, Tensor, Tensor]:
+    """GE ``FlashAttentionScoreGrad`` (BNSD, fp16/bf16): (dq, dk, dv)."""
+    lse = logsumexp_of(softmax_max, softmax_sum)
+    return aten._scaled_dot_product_flash_attention_for_cpu_backward(
+        dy, query, key, value, attention_in, lse, 0.0, causal, scale=scale)
+
+
+@flash_attention_score_grad.register_fake
+def _(query: Tensor, key: Tensor, value: Tensor, dy: Tensor, softmax_max: Tensor,
+      softmax_sum: Tensor, attention_in: Tensor, causal: bool,
+      scale: float) -> tuple[Tensor, Tensor, Tensor]:
+    return query.new_empty(query.shape), key.new_empty(key.shape), value.new_empty(value.shape)

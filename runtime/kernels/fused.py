@@ -142,3 +142,47 @@ def swiglu(x, dim=-1):
 @kernel("Gelu")
 def gelu(x):
     return F.gelu(x, approximate="tanh")
+
+
+def _fas_mask(q, k, atten_mask, pre_tockens, next_tockens):
+    """(is_causal, additive float mask or None) for torch's CPU flash kernels."""
+    if atten_mask is None:
+        return False, None
+    sq, skv = q.shape[-2], k.shape[-2]
+    if _plain_causal(atten_mask, sq, skv, pre_tockens, next_tockens):
+        return True, None
+    keep = _band(sq, skv, pre_tockens, next_tockens) & (atten_mask == 0)
+    return False, torch.zeros(keep.shape, dtype=q.dtype).masked_fill(~keep, float("-inf"))
+
+
+def _stat(t):
+    return t.unsqueeze(-1).expand(*t.shape, 8).contiguous()
+
+
+@kernel("FlashAttentionScore")
+def flash_attention_score(query, key, value, real_shift=None, drop_mask=None, padding_mask=None,
+                          atten_mask=None, *unused, scale_value=1.0, keep_prob=1.0,
+                          pre_tockens=2147483647, next_tockens=2147483647, head_num=1,
+                          input_layout="BNSD", inner_precise=1, sparse_mode=0):
+    if input_layout != "BNSD" or real_shift is not None or keep_prob != 1.0:
+        raise ValueError("FlashAttentionScore host kernel: BNSD, no pse, no dropout only")
+    causal, bias = _fas_mask(query, key, atten_mask, pre_tockens, next_tockens)
+    out, lse = aten._scaled_dot_product_flash_attention_for_cpu(
+        query, key, value, 0.0, causal, attn_mask=bias, scale=scale_value)
+    return _stat(lse), _stat(torch.ones_like(lse)), query.new_empty([0]), out
+
+
+@kernel("FlashAttentionScoreGrad")
+def flash_attention_score_grad(query, key, value, dy, pse_shift=None, drop_mask=None,
+                               padding_mask=None, atten_mask=None, softmax_max=None,
+                               softmax_sum=None, softmax_in=None, attention_in=None, *unused,
+                               scale_value=1.0, keep_prob=1.0, pre_tockens=65536,
+                               next_tockens=65536, head_num=1, input_layout="BNSD",
+                               inner_precise=1, sparse_mode=0):
+    if input_layout != "BNSD" or pse_shift is not None or keep_prob != 1.0:
+        raise ValueError("FlashAttentionScoreGrad host kernel: BNSD, no pse, no dropout only")
+    causal, bias = _fas_mask(query, key, atten_mask, pre_tockens, next_tockens)
+    lse = softmax_max[..., 0] + softmax_sum[..., 0].log()
+    dq, dk, dv = aten._scaled_dot_product_flash_attention_for_cpu_backward(
+        dy, query, key, value, attention_in, lse, 0.0, causal, attn_mask=bias, scale=scale_value)
+    return dq, dk, dv, query.new_empty([0])

@@ -9,6 +9,7 @@ import os
 import sys
 
 import pytest
+import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import check_model
@@ -72,3 +73,22 @@ def test_fusions_off_gives_the_plain_graph():
     fired, ops = _compile("llama", fusions=False)
     assert not any(k.startswith("fuse_") for k in fired)
     assert "RmsNorm" not in ops and ops["Rsqrt"] == 5
+
+
+def test_llama_bf16_training_uses_flash_attention_score_and_its_grad():
+    model, inputs = make("llama")
+    before = collections.Counter(counters)
+    # bf16: compiled and eager round at different points of the decomposed ops
+    graphs = check_model(model.to(torch.bfloat16), inputs, train=True, rtol=2e-2, atol=2e-2)
+    fired = collections.Counter(counters) - before
+    assert fired["fuse_flash_attention_score"] == 2
+    assert fired["fuse_flash_attention_score_grad"] == 2
+    ops = {g.name.split("_")[0]: g.lowered.graph.op_counts() for g in graphs}
+    assert ops["forward"]["FlashAttentionScore"] == 2
+    assert ops["backward"]["FlashAttentionScoreGrad"] == 2
+    assert "SoftmaxV2" not in ops["forward"] and "SoftmaxGrad" not in ops["backward"]
+
+
+def test_fp32_training_keeps_plain_attention():
+    fired, ops = _compile("llama", train=True)
+    assert fired["fuse_flash_attention_score"] == 0 and "FlashAttentionScore" not in ops
