@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
+from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.helpers import cast, int_list
 from npu_inductor.lowering.registry import register
-
-from npu_inductor.ge.ir import Value
 
 aten = torch.ops.aten
 
@@ -115,7 +115,7 @@ def _capability(node: torch.fx.Node) -> str | None:
 @register(aten._scaled_dot_product_flash_attention_for_cpu.default, capability=_capability)
 def sdpa_flash_cpu(ctx, query, key, value, dropout_p=0.0, is_causal=False, attn_mask=None,
                    scale=None):
-    """_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)"""
+    """_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)"""  # noqa: E501
     d = _dims(query, key)
     qg = _grouped(ctx, query, d, "q_grouped")
     scores = _scores(ctx, qg, key, d, _scale(query, scale),
@@ -132,7 +132,7 @@ def sdpa_flash_cpu(ctx, query, key, value, dropout_p=0.0, is_causal=False, attn_
           capability=_capability)
 def sdpa_flash_cpu_backward(ctx, grad_out, query, key, value, out, logsumexp, dropout_p,
                             is_causal, attn_mask=None, scale=None):
-    """_scaled_dot_product_flash_attention_for_cpu_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, float dropout_p, bool is_causal, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)"""
+    """_scaled_dot_product_flash_attention_for_cpu_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, float dropout_p, bool is_causal, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)"""  # noqa: E501
     d, sc = _dims(query, key), _scale(query, scale)
     qg = _grouped(ctx, query, d, "q_grouped")
     p = _probs(ctx, _scores(ctx, qg, key, d, sc, _mask(ctx, d, query.dtype, is_causal,

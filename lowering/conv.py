@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+
+from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.helpers import cast, int_list
 from npu_inductor.lowering.registry import register
-
-from npu_inductor.ge.ir import Value
 
 aten = torch.ops.aten
 # Conv2DBackpropInput / Conv2DBackpropFilter take no bfloat16: they run in float32.
@@ -98,7 +98,7 @@ def _backprop_filter(ctx: LoweringContext, x: Value, size: Sequence[int], grad: 
 @register(aten.convolution.default, capability=_conv_capability)
 def convolution(ctx, input, weight, bias, stride, padding, dilation, transposed, output_padding,
                 groups):
-    """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
+    """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""  # noqa: E501
     out_dtype, out_shape = ctx.out_specs()[0]
     x, w = _to_2d(ctx, input, "x2d"), _to_2d(ctx, weight, "w2d")
     attrs = _conv_attrs(stride, padding, dilation, groups)
@@ -118,7 +118,7 @@ def convolution(ctx, input, weight, bias, stride, padding, dilation, transposed,
 @register(aten.convolution_backward.default, capability=_conv_capability)
 def convolution_backward(ctx, grad_output, input, weight, bias_sizes, stride, padding, dilation,
                          transposed, output_padding, groups, output_mask):
-    """convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
+    """convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
     dy, x, w = (_to_2d(ctx, v, s) for v, s in ((grad_output, "dy2d"), (input, "x2d"),
                                                 (weight, "w2d")))
     attrs = _conv_attrs(stride, padding, dilation, groups)

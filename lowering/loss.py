@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+
+from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.helpers import cast, int_list
 from npu_inductor.lowering.registry import register
-
-from npu_inductor.ge.ir import Value
 
 aten = torch.ops.aten
 REDUCTIONS = ("none", "mean", "sum")  # aten's int reduction -> GE's string
@@ -75,14 +75,14 @@ def _nll(ctx: LoweringContext, x: Value, target: Value, weight, reduction, ignor
 
 @register(aten.nll_loss_forward.default, aten.nll_loss2d_forward.default)
 def nll_loss_forward(ctx, self, target, weight, reduction, ignore_index):
-    """nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
+    """nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""  # noqa: E501
     return _nll(ctx, self, target, weight, reduction, ignore_index)
 
 
 @register(aten.nll_loss_backward.default, aten.nll_loss2d_backward.default)
 def nll_loss_backward(ctx, grad_output, self, target, weight, reduction, ignore_index,
                       total_weight):
-    """nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
+    """nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""  # noqa: E501
     classes = self.shape[-1] if self.rank == 1 else self.shape[1]
     x, dy, tgt = self, grad_output, target
     if self.rank > 2:
@@ -131,7 +131,7 @@ def mse_loss_backward(ctx, grad_output, self, target, reduction):
 
 @register(aten.binary_cross_entropy.default)
 def binary_cross_entropy(ctx, self, target, weight=None, reduction=1):
-    """binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=Mean) -> Tensor"""
+    """binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=Mean) -> Tensor"""  # noqa: E501
     return ctx.op("BinaryCrossEntropy", [self, _same(ctx, target, self, "y"),
                                          _same(ctx, weight, self, "weight")],
                   _reduction(reduction))
@@ -139,7 +139,7 @@ def binary_cross_entropy(ctx, self, target, weight=None, reduction=1):
 
 @register(aten.binary_cross_entropy_backward.default)
 def binary_cross_entropy_backward(ctx, grad_output, self, target, weight=None, reduction=1):
-    """binary_cross_entropy_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, int reduction=Mean) -> Tensor"""
+    """binary_cross_entropy_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, int reduction=Mean) -> Tensor"""  # noqa: E501
     return ctx.op("BinaryCrossEntropyGrad", [self, _same(ctx, target, self, "y"),
                                              _same(ctx, grad_output, self, "dout"),
                                              _same(ctx, weight, self, "weight")],
@@ -149,7 +149,7 @@ def binary_cross_entropy_backward(ctx, grad_output, self, target, weight=None, r
 @register(aten.binary_cross_entropy_with_logits.default)
 def binary_cross_entropy_with_logits(ctx, self, target, weight=None, pos_weight=None,
                                      reduction=1):
-    """binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=Mean) -> Tensor"""
+    """binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=Mean) -> Tensor"""  # noqa: E501
     return ctx.op("SigmoidCrossEntropyWithLogitsV2",
                   [self, _same(ctx, target, self, "target"), _same(ctx, weight, self, "weight"),
                    _same(ctx, pos_weight, self, "pos_weight")], _reduction(reduction))
@@ -164,7 +164,7 @@ def smooth_l1_loss(ctx, self, target, reduction=1, beta=1.0):
 
 @register(aten.smooth_l1_loss_backward.default)
 def smooth_l1_loss_backward(ctx, grad_output, self, target, reduction, beta):
-    """smooth_l1_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float beta) -> Tensor"""
+    """smooth_l1_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float beta) -> Tensor"""  # noqa: E501
     return ctx.op("SmoothL1LossGradV2", [self, _same(ctx, target, self, "label"),
                                          _same(ctx, grad_output, self, "dout")],
                   _reduction(reduction, sigma=beta))
@@ -179,7 +179,7 @@ def soft_margin_loss(ctx, self, target, reduction=1):
 
 @register(aten.soft_margin_loss_backward.default)
 def soft_margin_loss_backward(ctx, grad_output, self, target, reduction):
-    """soft_margin_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor"""
+    """soft_margin_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor"""  # noqa: E501
     return ctx.op("SoftMarginLossGrad", [self, _same(ctx, target, self, "label"),
                                          _same(ctx, grad_output, self, "dout")],
                   _reduction(reduction))

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+
+from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.helpers import int_list
 from npu_inductor.lowering.registry import register
-
-from npu_inductor.ge.ir import Value
 
 aten = torch.ops.aten
 
@@ -60,7 +60,7 @@ def addmm(ctx, self, mat1, mat2, beta=1, alpha=1):
 
 @register(aten.baddbmm.default)
 def baddbmm(ctx, self, batch1, batch2, beta=1, alpha=1):
-    """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""  # noqa: E501
     shape = (batch1.shape[0], batch1.shape[1], batch2.shape[2])
     prod = ctx.op("BatchMatMulV2", [batch1, batch2], out=(batch1.dtype, shape), suffix="bmm")
     return _beta_self_plus_alpha_prod(ctx, self, prod, beta, alpha)
@@ -68,7 +68,7 @@ def baddbmm(ctx, self, batch1, batch2, beta=1, alpha=1):
 
 @register(aten.addbmm.default)
 def addbmm(ctx, self, batch1, batch2, beta=1, alpha=1):
-    """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""  # noqa: E501
     shape = (batch1.shape[0], batch1.shape[1], batch2.shape[2])
     prod = ctx.op("BatchMatMulV2", [batch1, batch2], out=(batch1.dtype, shape), suffix="bmm")
     total = ctx.op("ReduceSum", [prod, int_list(ctx, [0], "axes")], {"keep_dims": False},

@@ -9,6 +9,7 @@ embedding is ``GatherV2`` on axis 0 and its backward ``EmbeddingDenseGrad``; cdi
 from __future__ import annotations
 
 import torch
+
 from npu_inductor.lowering.helpers import cast, norm_axis
 from npu_inductor.lowering.registry import register
 
@@ -25,7 +26,7 @@ def softmax(ctx, self, dim, half_to_float):
 
 @register(aten._softmax_backward_data.default)
 def softmax_backward(ctx, grad_output, output, dim, input_dtype):
-    """_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
+    """_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""  # noqa: E501
     grad = ctx.op("SoftmaxGrad", [output, cast(ctx, grad_output, output.dtype)],
                   {"axes": [norm_axis(dim, output.rank)]}, out=(output.dtype, output.shape),
                   suffix="grad")
@@ -41,7 +42,7 @@ def log_softmax(ctx, self, dim, half_to_float):
 
 @register(aten._log_softmax_backward_data.default)
 def log_softmax_backward(ctx, grad_output, output, dim, input_dtype):
-    """_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
+    """_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""  # noqa: E501
     grad = ctx.op("LogSoftmaxGrad", [cast(ctx, grad_output, output.dtype), output],
                   {"axis": [norm_axis(dim, output.rank)]}, out=(output.dtype, output.shape),
                   suffix="grad")
@@ -51,14 +52,14 @@ def log_softmax_backward(ctx, grad_output, output, dim, input_dtype):
 # ---- embedding ------------------------------------------------------------------------
 @register(aten.embedding.default)
 def embedding(ctx, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
-    """embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""
+    """embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""  # noqa: E501
     return ctx.op("GatherV2", [weight, indices, ctx.const(0, torch.int64, "axis")])
 
 
 @register(aten.embedding_dense_backward.default)
 def embedding_dense_backward(ctx, grad_output, indices, num_weights, padding_idx,
                              scale_grad_by_freq):
-    """embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor"""
+    """embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor"""  # noqa: E501
     return ctx.op("EmbeddingDenseGrad", [grad_output, indices],
                   {"num_weights": int(num_weights), "padding_idx": int(padding_idx),
                    "scale_grad_by_freq": bool(scale_grad_by_freq)})

@@ -10,13 +10,14 @@ Absent optional affine parameters or statistics are fed as constants.
 from __future__ import annotations
 
 import torch
+
+from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.helpers import cast, int_list
 from npu_inductor.lowering.registry import register
 
-from npu_inductor.ge.ir import Value
-
 aten = torch.ops.aten
+_BN_INFER_DTYPES = (torch.float16, torch.float32)  # BNInfer has no bfloat16 prototype
 
 
 def _or_fill(ctx: LoweringContext, v: Value | None, fill: float, shape, dtype) -> Value:
@@ -37,7 +38,7 @@ def _stat_dtype(x: Value) -> torch.dtype:
 @register(aten._native_batch_norm_legit_functional.default)
 def batch_norm_functional(ctx, input, weight, bias, running_mean, running_var, training,
                           momentum, eps):
-    """_native_batch_norm_legit_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""
+    """_native_batch_norm_legit_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""  # noqa: E501
     c, pdtype = _channels(input), running_mean.dtype
     w = _or_fill(ctx, weight, 1.0, (c,), pdtype)
     b = _or_fill(ctx, bias, 0.0, (c,), pdtype)
@@ -51,12 +52,14 @@ def batch_norm_functional(ctx, input, weight, bias, running_mean, running_var, t
 
 @register(aten._native_batch_norm_legit_no_training.default)
 def batch_norm_no_training(ctx, input, weight, bias, running_mean, running_var, momentum, eps):
-    """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
     c = _channels(input)
     params = [cast(ctx, v, torch.float32) for v in (
         _or_fill(ctx, weight, 1.0, (c,), running_mean.dtype),
         _or_fill(ctx, bias, 0.0, (c,), running_mean.dtype), running_mean, running_var)]
-    y = ctx.op("BNInfer", [input, *params], {"epsilon": float(eps)}, out=ctx.out_specs()[0])
+    x = input if input.dtype in _BN_INFER_DTYPES else cast(ctx, input, torch.float32)
+    y = ctx.op("BNInfer", [x, *params], {"epsilon": float(eps)}, out=(x.dtype, x.shape))
+    y = cast(ctx, y, input.dtype)
     # torch returns empty saved statistics in inference mode
     empties = [ctx.const(torch.empty(shape, dtype=dt), dt, "empty")
                for dt, shape in ctx.out_specs()[1:]]
@@ -66,7 +69,7 @@ def batch_norm_no_training(ctx, input, weight, bias, running_mean, running_var, 
 @register(aten.native_batch_norm_backward.default)
 def batch_norm_backward(ctx, grad_out, input, weight, running_mean, running_var, save_mean,
                         save_invstd, train, eps, output_mask):
-    """native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
+    """native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
     c, sdt = _channels(input), _stat_dtype(input)
     pdt = weight.dtype if weight is not None else sdt
     ins = [grad_out, input, _or_fill(ctx, weight, 1.0, (c,), pdt),
@@ -81,7 +84,7 @@ def batch_norm_backward(ctx, grad_out, input, weight, running_mean, running_var,
 
 @register(aten.native_layer_norm.default)
 def native_layer_norm(ctx, input, normalized_shape, weight, bias, eps):
-    """native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
+    """native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
     return ctx.op("LayerNormV4", [input, int_list(ctx, normalized_shape, "normalized_shape"),
                                   weight, bias], {"epsilon": float(eps)})
 
@@ -89,7 +92,7 @@ def native_layer_norm(ctx, input, normalized_shape, weight, bias, eps):
 @register(aten.native_layer_norm_backward.default)
 def native_layer_norm_backward(ctx, grad_out, input, normalized_shape, mean, rstd, weight, bias,
                                output_mask):
-    """native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
+    """native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
     shape = tuple(normalized_shape)
     gamma = _or_fill(ctx, weight, 1.0, shape, input.dtype)
     outs = [(input.dtype, input.shape), (gamma.dtype, shape), (gamma.dtype, shape)]
@@ -99,7 +102,7 @@ def native_layer_norm_backward(ctx, grad_out, input, normalized_shape, mean, rst
 
 @register(aten.native_group_norm.default)
 def native_group_norm(ctx, input, weight, bias, N, C, HxW, group, eps):
-    """native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
+    """native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
     c = _channels(input)
     gamma = _or_fill(ctx, weight, 1.0, (c,), input.dtype)
     beta = _or_fill(ctx, bias, 0.0, (c,), input.dtype)
@@ -111,7 +114,7 @@ def native_group_norm(ctx, input, weight, bias, N, C, HxW, group, eps):
 @register(aten.native_group_norm_backward.default)
 def native_group_norm_backward(ctx, grad_out, input, mean, rstd, weight, N, C, HxW, group,
                                output_mask):
-    """native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
+    """native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
     c = _channels(input)
     gamma = _or_fill(ctx, weight, 1.0, (c,), input.dtype)
     outs = [(input.dtype, input.shape), (gamma.dtype, (c,)), (gamma.dtype, (c,))]
@@ -124,7 +127,7 @@ def native_group_norm_backward(ctx, grad_out, input, mean, rstd, weight, N, C, H
 
 @register(aten._native_batch_norm_legit.no_stats)
 def batch_norm_no_stats(ctx, input, weight, bias, training, momentum, eps):
-    """_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    """_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
     c, sdt = _channels(input), _stat_dtype(input)
     pdt = weight.dtype if weight is not None else sdt
     stats = [_or_fill(ctx, None, 0.0, (c,), sdt), _or_fill(ctx, None, 1.0, (c,), sdt)]

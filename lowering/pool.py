@@ -3,7 +3,8 @@
 Max pooling uses ``MaxPoolWithArgmaxV3`` whose int64 ``argmax`` is torch's per-plane flat
 index (``h * W + w``), so indices returned to the user match eager and the backward
 (``MaxPoolGradWithArgmaxV3``) consumes them as saved. Average pooling uses ``AvgPoolV2`` /
-``AvgPoolV2Grad`` in NCHW with ``exclusive = not count_include_pad``.
+``AvgPoolV2Grad`` in NCHW with ``exclusive = not count_include_pad`` (``AvgPoolV2`` has no
+bfloat16 prototype: that forward runs in float32).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from npu_inductor.lowering.registry import register
 
 from npu_inductor.ge import dtypes
+from npu_inductor.lowering.helpers import cast
+from npu_inductor.lowering.registry import register
 
 aten = torch.ops.aten
 
@@ -34,7 +36,7 @@ def _max_attrs(kernel_size, stride, padding, dilation, ceil_mode) -> dict[str, A
 @register(aten.max_pool2d_with_indices.default)
 def max_pool2d_with_indices(ctx, self, kernel_size, stride=(), padding=(0,), dilation=(1,),
                             ceil_mode=False):
-    """max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
+    """max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""  # noqa: E501
     return ctx.op("MaxPoolWithArgmaxV3", [self],
                   _max_attrs(kernel_size, stride, padding, dilation, ceil_mode))
 
@@ -42,7 +44,7 @@ def max_pool2d_with_indices(ctx, self, kernel_size, stride=(), padding=(0,), dil
 @register(aten.max_pool2d_with_indices_backward.default)
 def max_pool2d_with_indices_backward(ctx, grad_output, self, kernel_size, stride, padding,
                                      dilation, ceil_mode, indices):
-    """max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
+    """max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor"""  # noqa: E501
     return ctx.op("MaxPoolGradWithArgmaxV3", [self, grad_output, indices],
                   _max_attrs(kernel_size, stride, padding, dilation, ceil_mode))
 
@@ -61,15 +63,18 @@ def _avg_attrs(kernel_size, stride, padding, ceil_mode, count_include_pad,
 @register(aten.avg_pool2d.default)
 def avg_pool2d(ctx, self, kernel_size, stride=(), padding=(0,), ceil_mode=False,
                count_include_pad=True, divisor_override=None):
-    """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    return ctx.op("AvgPoolV2", [self], _avg_attrs(kernel_size, stride, padding, ceil_mode,
-                                                  count_include_pad, divisor_override))
+    """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""  # noqa: E501
+    x = self if self.dtype != torch.bfloat16 else cast(ctx, self, torch.float32)
+    y = ctx.op("AvgPoolV2", [x], _avg_attrs(kernel_size, stride, padding, ceil_mode,
+                                            count_include_pad, divisor_override),
+               out=(x.dtype, ctx.out_specs()[0][1]))
+    return cast(ctx, y, self.dtype)
 
 
 @register(aten.avg_pool2d_backward.default)
 def avg_pool2d_backward(ctx, grad_output, self, kernel_size, stride, padding, ceil_mode,
                         count_include_pad, divisor_override):
-    """avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
+    """avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""  # noqa: E501
     shape = ctx.const(torch.tensor(list(self.shape), dtype=torch.int32), torch.int32,
                       "orig_input_shape")
     return ctx.op("AvgPoolV2Grad", [shape, grad_output],

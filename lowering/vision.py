@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import torch
+
 from npu_inductor.lowering.helpers import cast
 from npu_inductor.lowering.registry import register
 
@@ -47,7 +48,7 @@ def _pool3d_attrs(kernel_size, stride, padding, ceil_mode, count_include_pad,
 @register(aten.avg_pool3d.default)
 def avg_pool3d(ctx, self, kernel_size, stride=(), padding=(0,), ceil_mode=False,
                count_include_pad=True, divisor_override=None):
-    """avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
+    """avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""  # noqa: E501
     return ctx.op("AvgPool3D", [self], _pool3d_attrs(kernel_size, stride, padding, ceil_mode,
                                                      count_include_pad, divisor_override))
 
@@ -55,7 +56,7 @@ def avg_pool3d(ctx, self, kernel_size, stride=(), padding=(0,), ceil_mode=False,
 @register(aten.avg_pool3d_backward.default)
 def avg_pool3d_backward(ctx, grad_output, self, kernel_size, stride, padding, ceil_mode,
                         count_include_pad, divisor_override):
-    """avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
+    """avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""  # noqa: E501
     shape = ctx.const(torch.tensor(list(self.shape), dtype=torch.int32), torch.int32,
                       "orig_input_shape")
     return ctx.op("AvgPool3DGrad", [shape, grad_output],
@@ -70,7 +71,7 @@ def _grid_attrs(interpolation_mode, padding_mode, align_corners) -> dict:
 
 @register(aten.grid_sampler_2d.default)
 def grid_sampler_2d(ctx, input, grid, interpolation_mode, padding_mode, align_corners):
-    """grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""
+    """grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""  # noqa: E501
     return ctx.op("GridSampler2D", [input, grid],
                   _grid_attrs(interpolation_mode, padding_mode, align_corners))
 
@@ -78,7 +79,7 @@ def grid_sampler_2d(ctx, input, grid, interpolation_mode, padding_mode, align_co
 @register(aten.grid_sampler_2d_backward.default)
 def grid_sampler_2d_backward(ctx, grad_output, input, grid, interpolation_mode, padding_mode,
                              align_corners, output_mask):
-    """grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)"""
+    """grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)"""  # noqa: E501
     dx, dgrid = ctx.op("GridSampler2DGrad", [grad_output, input, grid],
                        _grid_attrs(interpolation_mode, padding_mode, align_corners),
                        out=[(input.dtype, input.shape), (grid.dtype, grid.shape)])
@@ -111,11 +112,11 @@ def _col2im(ctx, cols, output_size, kernel_size, dilation, padding, stride, out=
 
 @register(aten.im2col.default)
 def im2col(ctx, self, kernel_size, dilation, padding, stride):
-    """im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
+    """im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""  # noqa: E501
     return ctx.op("Im2col", [self], _im2col_attrs(kernel_size, dilation, padding, stride))
 
 
 @register(aten.col2im.default)
 def col2im(ctx, self, output_size, kernel_size, dilation, padding, stride):
-    """col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
+    """col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""  # noqa: E501
     return _col2im(ctx, self, output_size, kernel_size, dilation, padding, stride)

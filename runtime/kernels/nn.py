@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from npu_inductor.runtime.kernels import kernel
 
 from npu_inductor.ge.dtypes import from_cpp
+from npu_inductor.runtime.kernels import kernel
 
 aten = torch.ops.aten
 REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
@@ -121,6 +121,8 @@ def bn_infer(x, scale, offset, mean, variance, epsilon):
 @kernel("BatchNormGradV3")
 def batch_norm_grad_v3(dy, x, weight, running_mean, running_var, save_mean, save_rstd,
                        is_training=True, epsilon=1e-5):
+    # GE keeps the saved statistics in float32; torch wants them in the parameters' dtype
+    save_mean, save_rstd = save_mean.to(weight.dtype), save_rstd.to(weight.dtype)
     return aten.native_batch_norm_backward(dy, x, weight, running_mean, running_var, save_mean,
                                            save_rstd, is_training, epsilon, [True, True, True])
 

@@ -67,7 +67,7 @@ def test_golden_linear_softmax():
         %matmul_default = MatMulV2(%arg2_1, %arg0_1, %arg1_1)[transpose_x1=false, transpose_x2=true] -> f32[2, 3]
         %_softmax = SoftmaxV2(%matmul_default)[axes=[1], half_to_float=false] -> f32[2, 3]
         return (%_softmax)
-        """)
+        """)  # noqa: E501
 
 
 @pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, 2.0), (0, 1)])

@@ -303,3 +303,21 @@ def test_batch_norm_without_running_stats():
                          (torch.randn(4, 3, 2, 2),), train=True)
     assert "BatchNormV3" in ge_ops(graphs)
     check_grad(lambda x: F.batch_norm(x, None, None, training=True), torch.randn(4, 3, 2))
+
+
+# ---- low precision through casts (GE prototypes without that dtype) -------------------
+def test_batch_norm_float16_train():
+    check_model(nn.BatchNorm2d(3).half(), (torch.randn(4, 3, 2, 2).half(),), train=True,
+                **LOW[torch.float16])
+
+
+def test_batch_norm_bfloat16_eval():
+    graphs = check_model(nn.BatchNorm2d(3).bfloat16(), (torch.randn(4, 3, 2, 2).bfloat16(),),
+                         train=False, **LOW[torch.bfloat16])
+    assert "BNInfer" in ge_ops(graphs)
+
+
+@pytest.mark.parametrize("op", [lambda x: F.avg_pool2d(x, 2), lambda x: F.max_pool2d(x, 2),
+                                lambda x: F.adaptive_avg_pool2d(x, 3)])
+def test_pooling_bfloat16(op):
+    check_grad(op, torch.randn(1, 3, 6, 6).bfloat16(), **LOW[torch.bfloat16])
