@@ -128,5 +128,9 @@ def run_llama(rank: int, out_dir: Path) -> dict[str, Any]:
     return run(rank, out_dir, "llama")
 
 
+def run_mlp_python_reducer(rank: int, out_dir: Path) -> dict[str, Any]:
+    return run_python_reducer(rank, out_dir, "mlp")
+
+
 def run_llama_python_reducer(rank: int, out_dir: Path) -> dict[str, Any]:
     return run_python_reducer(rank, out_dir, "llama")
