@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from npu_inductor.lowering.helpers import cast, int_list
-from npu_inductor.lowering.registry import register
-from npu_inductor.lowering.shape import broadcast_to
 
 from npu_inductor.ge import dtypes
 from npu_inductor.ge.ir import Value
 from npu_inductor.ge.op_specs import get_spec
+from npu_inductor.lowering.helpers import cast, int_list
+from npu_inductor.lowering.registry import register
+from npu_inductor.lowering.shape import broadcast_to
 
 aten = torch.ops.aten
 

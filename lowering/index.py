@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from npu_inductor.lowering.helpers import broadcast_shape, cast, int_list, norm_axis
+
+from npu_inductor.ge.ir import Value
+from npu_inductor.lowering.helpers import broadcast_shape, cast, int_list, norm_axis, promote
 from npu_inductor.lowering.registry import register
 from npu_inductor.lowering.shape import (
     broadcast_to,
@@ -26,8 +28,6 @@ from npu_inductor.lowering.shape import (
     strided_slice,
     transpose,
 )
-
-from npu_inductor.ge.ir import Value
 
 aten = torch.ops.aten
 
@@ -408,3 +408,80 @@ def topk(ctx, self, k, dim=-1, largest=True, sorted=True):
              "sorted": bool(sorted)}
     kc = ctx.const(torch.tensor(k, dtype=torch.int32), torch.int32, "k")
     return _with_int64_indices(ctx, move(ctx, "TopKV2", [self, kc], attrs, out=out))
+
+
+@register(aten.kthvalue.default)
+def kthvalue(ctx, self, k, dim=-1, keepdim=False):
+    """kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False)
+    -> (Tensor values, Tensor indices)"""
+    x = reshape(ctx, self, (1,), "lift") if self.rank == 0 else self
+    dim = norm_axis(dim, x.rank)
+    shape = x.shape[:dim] + (k,) + x.shape[dim + 1:]
+    attrs = {"dim": dim, "largest": False, "sorted": True}
+    kc = ctx.const(torch.tensor(k, dtype=torch.int32), torch.int32, "k")
+    ys = move(ctx, "TopKV2", [x, kc], attrs, out=[(x.dtype, shape), (torch.int32, shape)],
+              suffix="topk")
+    last = ctx.const(torch.tensor(k - 1), torch.int64, "last")
+    outs = ctx.out_specs()
+    picked = []
+    for y, (dtype, out_shape), name in zip(ys, outs, ("values", "indices")):
+        kept = x.shape[:dim] + x.shape[dim + 1:]
+        v = move(ctx, "GatherV2", [y, last, dim_const(ctx, dim)], out=(y.dtype, kept),
+                 suffix=name)
+        picked.append(reshape(ctx, cast(ctx, v, dtype), out_shape, name + "_shape"))
+    return tuple(picked)
+
+
+def _flat_index(ctx, self: Value, index: Value) -> Value:
+    """Flat positions ``index`` of ``self`` (negatives wrapped) as GE ``*Nd`` indices."""
+    flat = _normalized(ctx, reshape(ctx, index, (math.prod(index.shape),), "index"),
+                       math.prod(self.shape))
+    return reshape(ctx, flat, (math.prod(index.shape), 1), "nd")
+
+
+@register(aten.put.default)
+def put(ctx, self, index, source, accumulate=False):
+    """put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
+    flat = reshape(ctx, self, (math.prod(self.shape),), "flat")
+    updates = reshape(ctx, cast(ctx, source, self.dtype), (math.prod(source.shape),), "src")
+    ge_type = "ScatterNonAliasingAdd" if accumulate else "TensorScatterUpdate"
+    y = move(ctx, ge_type, [flat, _flat_index(ctx, self, index), updates],
+             out=(self.dtype, flat.shape), data=(0, 2), suffix="scatter")
+    return reshape(ctx, y, self.shape, "")
+
+
+def _searchsorted(ctx, sorted_sequence: Value, values: Value, out_int32: bool, right: bool,
+                  side: str | None, sorter: Value | None) -> Value:
+    right = side == "right" if side is not None else bool(right)
+    dtype = torch.int32 if out_int32 else torch.int64
+    attrs = {"dtype": dtype, "right": right}
+    return move(ctx, "SearchSorted", [sorted_sequence, values, sorter], attrs, data=(0, 1))
+
+
+@register(aten.searchsorted.Tensor)
+def searchsorted(ctx, sorted_sequence, self, out_int32=False, right=False, side=None,
+                 sorter=None):
+    """searchsorted.Tensor(Tensor sorted_sequence, Tensor self, *, bool out_int32=False,
+    bool right=False, str? side=None, Tensor? sorter=None) -> Tensor"""
+    dtype = promote(sorted_sequence, self)
+    return _searchsorted(ctx, cast(ctx, sorted_sequence, dtype), cast(ctx, self, dtype),
+                         out_int32, right, side, sorter)
+
+
+@register(aten.searchsorted.Scalar)
+def searchsorted_scalar(ctx, sorted_sequence, self, out_int32=False, right=False, side=None,
+                        sorter=None):
+    """searchsorted.Scalar(Tensor sorted_sequence, Scalar self, *, bool out_int32=False,
+    bool right=False, str? side=None, Tensor? sorter=None) -> Tensor"""
+    value = ctx.const(torch.tensor(self, dtype=sorted_sequence.dtype), sorted_sequence.dtype,
+                      "value")
+    return _searchsorted(ctx, sorted_sequence, value, out_int32, right, side, sorter)
+
+
+@register(aten.bucketize.Tensor)
+def bucketize(ctx, self, boundaries, out_int32=False, right=False):
+    """bucketize.Tensor(Tensor self, Tensor boundaries, *, bool out_int32=False,
+    bool right=False) -> Tensor"""
+    dtype = promote(boundaries, self)
+    return _searchsorted(ctx, cast(ctx, boundaries, dtype), cast(ctx, self, dtype), out_int32,
+                         right, None, None)

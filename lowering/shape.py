@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from npu_inductor.lowering.helpers import cast, int_list, norm_axis
-from npu_inductor.lowering.registry import register
-from npu_inductor.lowering.symbolic import is_symbolic, shape_value
 
 from npu_inductor.ge.ir import Value
 from npu_inductor.ge.op_specs import OpSpecError, get_spec
+from npu_inductor.lowering.helpers import cast, int_list, norm_axis
+from npu_inductor.lowering.registry import register
+from npu_inductor.lowering.symbolic import is_symbolic, shape_value
 
 aten = torch.ops.aten
 
@@ -419,6 +419,52 @@ for _t, _mode in ((aten.reflection_pad1d.default, "reflect"),
                   (aten.replication_pad2d.default, "edge"),
                   (aten.replication_pad3d.default, "edge")):
     _register_pad(_t, _mode)
+
+
+def _pad_positions(n: int, before: int, after: int, mode: str) -> torch.Tensor:
+    """The input position each padded output position reads (reflect / edge)."""
+    idx = torch.arange(-before, n + after)
+    if mode == "edge":
+        return idx.clamp(0, n - 1)
+    idx = idx.abs()
+    return torch.where(idx >= n, 2 * (n - 1) - idx, idx)
+
+
+def _pad_backward(ctx, grad: Value, self: Value, padding: Sequence[int], mode: str) -> Value:
+    """Sums the gradient of every padded position into the input position it read, one
+    padded dim at a time (ScatterElements with ``add`` into zeros)."""
+    for i in range(len(padding) // 2):
+        d = self.rank - 1 - i
+        before, after = padding[2 * i], padding[2 * i + 1]
+        if not (before or after):
+            continue
+        shape = grad.shape[:d] + (self.shape[d],) + grad.shape[d + 1:]
+        pos = ctx.const(_pad_positions(self.shape[d], before, after, mode), torch.int64,
+                        f"positions{d}")
+        lifted = [1] * grad.rank
+        lifted[d] = grad.shape[d]
+        index = broadcast_to(ctx, reshape(ctx, pos, lifted, f"lift{d}"), grad.shape,
+                             f"spread{d}")
+        zeros = ctx.op("Fill", [int_list(ctx, shape, "dims"), ctx.const(0, grad.dtype, "zero")],
+                       out=(grad.dtype, shape), suffix=f"zeros{d}")
+        grad = move(ctx, "ScatterElements", [zeros, index, grad], {"axis": d, "reduction": "add"},
+                    out=(grad.dtype, shape), data=(0, 2), suffix=f"sum{d}")
+    return grad
+
+
+def _register_pad_backward(target: torch._ops.OpOverload, mode: str) -> None:
+    @register(target)
+    def convert(ctx, grad_output, self, padding):
+        return _pad_backward(ctx, grad_output, self, padding, mode)
+
+
+for _t, _mode in ((aten.replication_pad1d_backward.default, "edge"),
+                  (aten.replication_pad2d_backward.default, "edge"),
+                  (aten.replication_pad3d_backward.default, "edge"),
+                  (aten.reflection_pad1d_backward.default, "reflect"),
+                  (aten.reflection_pad2d_backward.default, "reflect"),
+                  (aten.reflection_pad3d_backward.default, "reflect")):
+    _register_pad_backward(_t, _mode)
 
 
 @register(aten.tril.default)

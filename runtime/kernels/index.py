@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+
 from npu_inductor.runtime.kernels import kernel
 
 
@@ -61,3 +62,9 @@ def sort(x, axis=-1, descending=False, stable=False):
 def top_k_v2(x, k, sorted=True, dim=-1, largest=True):
     values, indices = torch.topk(x, int(k), dim, largest, sorted)
     return values, indices.int()
+
+
+@kernel("SearchSorted")
+def search_sorted(sorted_sequence, values, sorter=None, dtype=torch.int64, right=False):
+    return torch.searchsorted(sorted_sequence, values, out_int32=dtype == torch.int32,
+                              right=right, sorter=sorter)

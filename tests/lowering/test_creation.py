@@ -77,6 +77,13 @@ RANGES = [
     ("linspace", lambda x: torch.linspace(-1, 1, 7)),
     ("linspace_one", lambda x: torch.linspace(2, 5, 1)),
     ("linspace_f64", lambda x: torch.linspace(0, 1, 5, dtype=torch.float64)),
+    ("linspace_tensors", lambda x: torch.linspace(x[0], x[1], 4)),
+    ("linspace_tensor_scalar", lambda x: torch.linspace(x[0], 2.0, 3)),
+    ("linspace_scalar_tensor", lambda x: torch.linspace(-2.0, x[1], 3)),
+    ("empty_strided", lambda x: aten.empty_strided([2, 3], [3, 1]).zero_()),
+    ("empty_permuted", lambda x: aten.empty_permuted([2, 3], [1, 0]).fill_(2)),
+    ("new_empty", lambda x: aten.new_empty(x, [3]).fill_(1)),
+    ("new_empty_strided", lambda x: aten.new_empty_strided(x, [2, 2], [2, 1]).fill_(4)),
     ("tril_indices", lambda x: torch.tril_indices(3, 4, 1)),
     ("triu_indices", lambda x: torch.triu_indices(4, 3, -1)),
 ]

@@ -124,6 +124,28 @@ FLOAT_CASES = [
     ("topk", lambda x: torch.topk(x, 2), (torch.randn(3, 5),), "TopKV2"),
     ("topk_small", lambda x: torch.topk(x, 3, 0, largest=False), (torch.randn(4, 2),),
      "TopKV2"),
+    ("kthvalue", lambda x: torch.kthvalue(x, 2, 1), (torch.randn(3, 5),), "TopKV2"),
+    ("kthvalue_keep", lambda x: torch.kthvalue(x, 3, 0, True), (torch.randn(4, 2),), "TopKV2"),
+    ("put", lambda x, i, s: torch.put(x, i, s), (torch.randn(3, 4), idx([0, -1], [5, 7]),
+                                                  torch.randn(4)), "TensorScatterUpdate"),
+    ("put_acc", lambda x, i, s: torch.put(x, i, s, accumulate=True),
+     (torch.randn(2, 3), idx(1, 1, -6), torch.randn(3)), "ScatterNonAliasingAdd"),
+    ("unsafe_index_put", lambda x, i, v: aten._unsafe_index_put(x, [None, i], v, True),
+     (torch.randn(2, 3), idx(2, 2), torch.randn(2, 2)), "ScatterNonAliasingAdd"),
+    ("scatter_value_reduce", lambda x, i: torch.scatter(x, 1, i, 2.0, reduce="multiply"),
+     (torch.randn(2, 3), idx([0, 0], [2, 1])), "ScatterElements"),
+    ("searchsorted", lambda s, v: torch.searchsorted(s, v),
+     (torch.tensor([1.0, 2.0, 2.0, 5.0]), torch.tensor([[0.5, 2.0], [6.0, 2.5]])),
+     "SearchSorted"),
+    ("searchsorted_right_i32", lambda s, v: torch.searchsorted(s, v, right=True, out_int32=True),
+     (torch.tensor([[1, 3, 3], [0, 2, 4]]), torch.tensor([[3, 0], [4, 2]])), "SearchSorted"),
+    ("searchsorted_side_sorter",
+     lambda s, v, o: torch.searchsorted(s, v, side="right", sorter=o),
+     (torch.tensor([5.0, 1.0, 3.0]), torch.tensor([3.0, 4.0]), idx(1, 2, 0)), "SearchSorted"),
+    ("searchsorted_scalar", lambda s: torch.searchsorted(s, 2.5),
+     (torch.tensor([1.0, 2.0, 3.0]),), "SearchSorted"),
+    ("bucketize", lambda x, b: torch.bucketize(x, b, right=True),
+     (torch.tensor([[0.5, 2.0], [3.0, 9.0]]), torch.tensor([1.0, 2.0, 3.0])), "SearchSorted"),
 ]
 
 
@@ -146,3 +168,45 @@ def test_embedding_backward_scatter_adds():
     torch.compile(fn, backend="npu", options=STRICT)(w, ids).backward()
     fn(w2, ids).backward()
     torch.testing.assert_close(w.grad, w2.grad)
+
+
+def check_grad(fn, *inputs):
+    """Compiled vs eager: outputs and the gradient of every floating input."""
+    torch._dynamo.reset()
+    ours = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    ref = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    actual = torch.compile(fn, backend="npu", options=STRICT)(*ours)
+    expected = fn(*ref)
+    torch.testing.assert_close(actual, expected)
+    grad = torch.randn_like(expected)
+    actual.backward(grad)
+    expected.backward(grad)
+    for a, e in zip(ours, ref):
+        if e.grad is not None:
+            torch.testing.assert_close(a.grad, e.grad)
+
+
+TRAIN = [
+    ("gather", lambda x: torch.gather(x, 1, idx([0, 2], [1, 1])), [(2, 3)]),
+    ("scatter", lambda x, s: torch.scatter(x, 1, idx([0, 2], [1, 0]), s), [(2, 3), (2, 2)]),
+    ("scatter_add", lambda x, s: torch.scatter_add(x, 1, idx([0, 0], [1, 0]), s),
+     [(2, 3), (2, 2)]),
+    ("index_twice", lambda x: x[idx(0, 2, 2)] * 2, [(3, 2)]),
+    ("index_split", lambda x: x[idx(0, 2), :, idx(1, 0)], [(3, 2, 2)]),
+    ("index_put", lambda x, v: aten.index_put(x, [idx(1, 0)], v), [(3, 2), (2, 2)]),
+    ("index_select", lambda x: torch.index_select(x, 1, idx(1, 1, 0)), [(2, 3)]),
+    ("index_add", lambda x, s: torch.index_add(x, 0, idx(1, 1), s), [(3, 2), (2, 2)]),
+    ("index_copy", lambda x, s: torch.index_copy(x, 0, idx(2, 0), s), [(3, 2), (2, 2)]),
+    ("take", lambda x: torch.take(x, idx(0, 5, 5)), [(2, 3)]),
+    ("sort", lambda x: torch.sort(x, 1)[0], [(2, 5)]),
+    ("topk", lambda x: torch.topk(x, 2)[0], [(2, 5)]),
+    ("kthvalue", lambda x: torch.kthvalue(x, 2)[0], [(2, 5)]),
+    ("masked_fill", lambda x: x.masked_fill(x > 0, 0.5), [(3, 4)]),
+    ("select_scatter", lambda x, s: aten.select_scatter(x, s * 2, 1, 0), [(2, 3), (2,)]),
+    ("slice_scatter", lambda x, s: aten.slice_scatter(x, s * 2, 0, 0, 4, 2), [(4, 2), (2, 2)]),
+]
+
+
+@pytest.mark.parametrize("fn,shapes", [c[1:] for c in TRAIN], ids=[c[0] for c in TRAIN])
+def test_index_op_backward(fn, shapes):
+    check_grad(fn, *[make(s) for s in shapes])

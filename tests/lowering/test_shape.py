@@ -166,3 +166,68 @@ def test_golden_view_permute_slice():
     text = format_graph(g.lowered.graph)
     name = g.lowered.graph.name
     assert text.replace(f'"{name}"', '"inference_N"') == GOLDEN
+
+
+def check_grad(fn, *inputs):
+    """Compiled vs eager: outputs and the gradient of every input (fallback is an error)."""
+    torch._dynamo.reset()
+    ours = [x.detach().clone().requires_grad_() for x in inputs]
+    ref = [x.detach().clone().requires_grad_() for x in inputs]
+    actual = torch.compile(fn, backend="npu", options=STRICT)(*ours)
+    expected = fn(*ref)
+    torch.testing.assert_close(actual, expected)
+    grad = torch.randn_like(expected)
+    actual.backward(grad)
+    expected.backward(grad)
+    for a, e in zip(ours, ref):
+        torch.testing.assert_close(a.grad, e.grad)
+
+
+F = torch.nn.functional
+TRAIN = [
+    ("reflect2d", lambda x: F.pad(x, [1, 2, 2, 1], mode="reflect"), [(1, 2, 4, 5)]),
+    ("reflect1d", lambda x: F.pad(x, [2, 1], mode="reflect"), [(2, 3, 4)]),
+    ("replicate1d", lambda x: F.pad(x, [1, 2], mode="replicate"), [(1, 2, 4)]),
+    ("replicate2d", lambda x: F.pad(x, [0, 2, 1, 1], mode="replicate"), [(1, 2, 3, 3)]),
+    ("reflect3d", lambda x: F.pad(x, [1, 1, 0, 1, 1, 0], mode="reflect"), [(1, 1, 2, 3, 2)]),
+    ("replicate3d", lambda x: F.pad(x, [1, 0, 0, 2, 1, 1], mode="replicate"), [(1, 1, 2, 3, 2)]),
+    ("constant_crop", lambda x: F.pad(x, [1, -1, 2, 0], value=1.5), [(2, 3, 4)]),
+    ("cat_split", lambda x, y: torch.cat([x, y], 1).split([1, 4], 1)[1] * 2, [(2, 2), (2, 3)]),
+    ("stack_unbind", lambda x, y: torch.stack([x, y], 1).unbind(0)[1], [(2, 3), (2, 3)]),
+    ("flip_roll_repeat", lambda x: torch.roll(torch.flip(x, [0]), 1, 1).repeat(2, 1), [(2, 3)]),
+    ("unfold", lambda x: x.unfold(1, 2, 1) * 3, [(2, 4)]),
+    ("diagonal_tril", lambda x: torch.diagonal(torch.tril(x), 1) * 3, [(3, 4)]),
+    ("slices", lambda x: x[1:, ::2] * x[0].sum(), [(3, 5)]),
+    ("as_strided", lambda x: x.as_strided([2, 2], [1, 2], 1) * 2, [(6,)]),
+    ("pixel_shuffle", lambda x: F.pixel_shuffle(x, 2) * 2, [(1, 4, 2, 2)]),
+    ("fold_unfold", lambda x: F.fold(F.unfold(x, 2), (3, 3), 2), [(1, 2, 3, 3)]),
+]
+
+
+@pytest.mark.parametrize("fn,shapes", [c[1:] for c in TRAIN], ids=[c[0] for c in TRAIN])
+def test_layout_op_backward(fn, shapes):
+    check_grad(fn, *[make(s) for s in shapes])
+
+
+# *_copy and other overloads the tracer never produces by itself: called explicitly
+VARIANTS = [
+    ("reshape_alias", lambda x: aten._reshape_alias(x, [6, 2], [2, 1]) * 1, [(3, 4)]),
+    ("reshape_copy", lambda x: aten._reshape_copy(x, [2, 6]), [(3, 4)]),
+    ("alias_copy", lambda x: aten.alias_copy(x) * 2, [(3, 4)]),
+    ("detach_copy", lambda x: aten.detach_copy(x) * 2, [(3, 4)]),
+    ("lift_fresh_copy", lambda x: aten.lift_fresh_copy(x) * 2, [(3, 4)]),
+    ("as_strided_copy", lambda x: aten.as_strided_copy(x, [2, 2], [4, 1]), [(3, 4)]),
+    ("split_copy", lambda x: aten.split_copy(x, 2, 1), [(3, 4)]),
+    ("squeeze_copy", lambda x: aten.squeeze_copy(x), [(3, 1, 4)]),
+    ("squeeze_copy_dims", lambda x: aten.squeeze_copy(x, [0, 1]), [(1, 1, 4)]),
+    ("t_copy", lambda x: aten.t_copy(x), [(3, 4)]),
+    ("transpose_copy", lambda x: aten.transpose_copy(x, 0, -1), [(3, 2, 4)]),
+    ("unbind_copy", lambda x: aten.unbind_copy(x, -1), [(3, 2)]),
+    ("unfold_copy", lambda x: aten.unfold_copy(x, 0, 2, 2), [(5, 2)]),
+    ("view_copy_dtype", lambda x: aten.view_copy(x, torch.int32), [(3, 4)]),
+]
+
+
+@pytest.mark.parametrize("fn,shapes", [c[1:] for c in VARIANTS], ids=[c[0] for c in VARIANTS])
+def test_copy_variants(fn, shapes):
+    check_fn(fn, *[make(s) for s in shapes], options=STRICT)
