@@ -38,6 +38,8 @@ def bar_chart(rows: list[Row], column: str, ylabel: str, path: Path, title: str,
     import matplotlib.pyplot as plt
 
     labels, series = _grouped(rows, column)
+    if unit_line:  # eager is the dashed 1.0 line
+        series.pop("eager", None)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * len(labels) + 2), 4.2))
     width = 0.8 / max(len(series), 1)
     for i, (backend, values) in enumerate(series.items()):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from npu_inductor.benchmarks import report
 from npu_inductor.benchmarks.hf import hf_models
 from npu_inductor.benchmarks.results import Row
@@ -104,16 +105,24 @@ def cases(models: list[ZooModel], modes: list[str]) -> list[tuple[ZooModel, str]
             if mode != "training" or m.trainable]
 
 
+def _log_line(start: float) -> Any:
+    return lambda s: print(f"[{time.perf_counter() - start:7.1f}s] {s}", file=sys.stderr,
+                           flush=True)
+
+
 @contextlib.contextmanager
 def progress_display(total: int) -> Iterator[Any]:
-    """A rich live progress bar; yields ``(advance, describe)`` callables."""
+    """A rich live progress bar on a terminal, timestamped lines otherwise; yields
+    ``(advance, describe)`` callables."""
     try:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     except ImportError:
-        yield (lambda: None), (lambda s: print(s, file=sys.stderr, flush=True))
+        Progress = None
+    if Progress is None or not sys.stderr.isatty():
+        yield (lambda: None), _log_line(time.perf_counter())
         return
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
-               "{task.total}"), TimeElapsedColumn())
+    columns = (TextColumn("{task.description}"), BarColumn(),
+               TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
     with Progress(*columns, transient=False) as bar:
         task = bar.add_task("starting", total=total)
         yield (lambda: bar.advance(task)), (lambda s: bar.update(task, description=s))

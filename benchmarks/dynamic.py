@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import nn
+
 from npu_inductor.benchmarks.measure import Accuracy, judge, recording, tensors
 from npu_inductor.benchmarks.results import Row
 from npu_inductor.benchmarks.runner import Progress, Settings, _error_text
 from npu_inductor.benchmarks.zoo import Bert
-from torch import nn
 
 MODEL = "bert"
 BATCH = 2
@@ -103,7 +104,9 @@ def run_variant(v: Variant, model: nn.Module, requests: list, eager: list, ref: 
         return row
     acc = _accuracy(outs, eager, ref, settings.dtype)
     row.accuracy, row.max_abs_err, row.max_rel_err = acc.status, acc.max_abs_err, acc.max_rel_err
-    row.compiles = len(rec.graphs)
+    # Compiles = FX graphs npu_inductor compiled (each may hold several GE partitions).
+    row.compiles = len(rec.reports) if rec.reports_available else len(rec.graphs)
+    row.ge_graphs = len(rec.graphs)
     lengths = [r[0].shape[1] for r in requests]
     row.padding_overhead = padding_overhead(lengths, v.buckets) if v.buckets else (
         0.0 if v.name == "npu_exact" else None)

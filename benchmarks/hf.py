@@ -8,8 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from npu_inductor.benchmarks.zoo import Inputs, ZooModel
 from torch import nn
+
+from npu_inductor.benchmarks.zoo import Inputs, ZooModel
 
 SEQ = 32
 VOCAB = 1000

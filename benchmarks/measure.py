@@ -163,16 +163,18 @@ def dynamo_counts() -> tuple[int, int]:
     return counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
 
 
-def _sum_attr(graphs: list[Any], *names: str) -> int | None:
-    """Sum of the first present attribute among ``names`` over ``graphs`` (None: absent)."""
-    total = None
-    for g in graphs:
-        for obj in (g, getattr(g, "memory_plan", None), getattr(g, "plan", None)):
-            value = next((getattr(obj, n) for n in names if hasattr(obj, n)), None)
-            if isinstance(value, (int, float)):
-                total = (total or 0) + int(value)
-                break
-    return total
+def memory_plan(graph: Any) -> dict[str, Any] | None:
+    """The static memory plan of one CompiledGraph as its device reports it (None when
+    the device or this compiler version has none)."""
+    executor = getattr(graph, "executor", None)
+    device = getattr(executor, "device", None)
+    if not hasattr(device, "memory_plan"):
+        return None
+    try:
+        plan = device.memory_plan(executor.model_id)
+    except (AttributeError, KeyError, RuntimeError):
+        return None
+    return plan if isinstance(plan, dict) and "workspace_bytes" in plan else None
 
 
 def ge_stats(stats: CompileStats, recorded: Recorded) -> None:
@@ -183,9 +185,10 @@ def ge_stats(stats: CompileStats, recorded: Recorded) -> None:
                        for g in graphs)
     if recorded.reports_available:
         stats.fallback_ops = sum(len(r.fallbacks) for r in recorded.reports)
-    stats.planned_workspace = _sum_attr(graphs, "workspace_bytes", "planned_workspace",
-                                        "workspace")
-    stats.workspace_lower_bound = _sum_attr(graphs, "lower_bound_bytes", "lower_bound")
+    plans = [p for p in map(memory_plan, graphs) if p is not None]
+    if plans:
+        stats.planned_workspace = sum(p["workspace_bytes"] for p in plans)
+        stats.workspace_lower_bound = sum(p.get("lower_bound_bytes", 0) for p in plans)
 
 
 @dataclass

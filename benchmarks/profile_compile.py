@@ -8,6 +8,7 @@ import pstats
 from pathlib import Path
 
 import torch
+
 from npu_inductor.benchmarks.runner import Settings, prepare
 from npu_inductor.benchmarks.zoo import ZooModel
 

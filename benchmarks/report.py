@@ -20,15 +20,16 @@ SPEED = KEYS + (
     ("padding_overhead", "padding", "{:.1%}"),
 )
 COMPILE = KEYS + (
-    ("compilation_latency", "compile s", "{:.2f}"), ("compilation_latency_warm", "warm s", "{:.2f}"),
-    ("compile_ratio_vs_aot_eager", "vs aot", "{:.2f}x"),
+    ("compilation_latency", "compile s", "{:.2f}"),
+    ("compilation_latency_warm", "warm s", "{:.2f}"),
+    ("compile_ratio_vs_aot_eager", "vs aot", "{:.2f}x"), ("backend_compile_s", "ours s", "{:.2f}"),
     ("dynamo_peak_mem", "peak MB", "{:.2f}"), ("compression_ratio", "mem ratio", "{:.2f}x"),
     ("graphs", "graphs", "{}"), ("graph_breaks", "breaks", "{}"),
     ("ge_ops_before_fusion", "GE ops unfused", "{}"), ("ge_ops", "GE ops", "{}"),
     ("fallback_ops", "fallbacks", "{}"), ("workspace_ratio", "ws/lb", "{:.2f}"),
 )
 DYNAMIC_ONLY = ("compiles", "total_time", "padding_overhead")
-MIN_WIDTH = 150  # rich assumes 80 columns when stdout is not a terminal
+MIN_WIDTH = 200  # rich assumes 80 columns when stdout is not a terminal
 
 
 def cell(row: Row, column: str, fmt: str) -> str:
@@ -79,7 +80,7 @@ def print_table(rows: list[Row], machine: dict[str, Any]) -> None:
 def machine_line(machine: dict[str, Any]) -> str:
     return (f"{machine['processor']}, {machine['cpu_count']} CPUs, "
             f"{machine['threads']} threads, torch {machine['torch']}, "
-            f"Python {machine['python']}")
+            f"Python {machine['python']}, load avg {machine.get('load_average_1m', 'n/a')}")
 
 
 def format_markdown(rows: list[Row], spec: tuple = SPEED) -> str:

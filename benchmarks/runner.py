@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch import nn
+
 from npu_inductor.benchmarks.measure import (
     Accuracy,
     CompileStats,
@@ -33,7 +35,6 @@ from npu_inductor.benchmarks.measure import (
 )
 from npu_inductor.benchmarks.results import Row, ratio, to_mb
 from npu_inductor.benchmarks.zoo import ZooModel
-from torch import nn
 
 Progress = Callable[[str], None]
 
@@ -316,6 +317,7 @@ def machine_info() -> dict[str, Any]:
     return {"python": platform.python_version(), "torch": torch.__version__,
             "platform": platform.platform(), "processor": _cpu_name(),
             "cpu_count": os.cpu_count(), "threads": torch.get_num_threads(),
+            "load_average_1m": round(os.getloadavg()[0], 2),
             "device": "host (CPU simulator of an Ascend device)"}
 
 

@@ -354,7 +354,8 @@ def expand_names(names: list[str]) -> list[str]:
     for name in names:
         for entry in ALIASES.get(name, (name,)):
             if entry not in ZOO:
-                raise KeyError(f"unknown model {name!r}; choose from {sorted(ZOO) + sorted(ALIASES)}")
+                choices = sorted(ZOO) + sorted(ALIASES)
+                raise KeyError(f"unknown model {name!r}; choose from {choices}")
             if entry not in out:
                 out.append(entry)
     return out

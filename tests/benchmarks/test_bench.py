@@ -7,8 +7,11 @@ import json
 
 import pytest
 import torch
+
 from npu_inductor.benchmarks import cli
 from npu_inductor.benchmarks.dynamic import padding_overhead, pow2_buckets
+from npu_inductor.benchmarks.hf import available as hf_available
+from npu_inductor.benchmarks.hf import hf_models
 from npu_inductor.benchmarks.results import ACCURACY_STATES, COLUMNS
 from npu_inductor.benchmarks.runner import Backend, Settings, run_case
 from npu_inductor.benchmarks.zoo import ZOO, Llama, expand_names
@@ -81,3 +84,11 @@ def test_zoo_names_and_buckets() -> None:
         expand_names(["nope"])
     assert pow2_buckets(96) == [8, 16, 32, 64, 96]
     assert padding_overhead([5, 8, 9], [8, 16]) == pytest.approx((8 + 8 + 16) / 22 - 1)
+
+
+def test_hf_models_need_transformers() -> None:
+    entries, message = hf_models(["gpt2"])
+    if hf_available():
+        assert [e.name for e in entries] == ["hf_gpt2"] and message is None
+    else:
+        assert entries == [] and "transformers is not installed" in message
