@@ -1,54 +1,409 @@
-"""Elementwise converters: unary math, binary arithmetic with torch's type promotion."""
+"""Elementwise converters: arithmetic, comparison, logic, bitwise, where, clamp.
+
+[Note: dtypes of elementwise GE ops]
+GE promotes nothing: both operands of ``Add`` must have one dtype, and a dtype missing from
+a prototype is rejected. ``pointwise`` therefore (1) casts every operand to the dtype torch
+computes in (``promote``: torch's own type promotion, scalars included), (2) widens it when
+the prototype lacks that dtype (``bf16 -> f32``, ``int8 -> int32``, ``bool -> uint8``...),
+and (3) casts the result to the FX node's dtype. Widening then narrowing is exact for
+these ops: a float op rounds once in the narrow type as eager's CPU kernels do, and integer
+wrap-around survives the final cast. An op with no usable dtype raises, and the node falls
+back to eager.
+"""
 
 from __future__ import annotations
 
-import torch
+from collections.abc import Callable, Sequence
+from typing import Any
 
+import torch
+from torch._ops import OpOverload
+
+from npu_inductor.ge.ir import DYNAMIC_DIM, Value
+from npu_inductor.ge.op_specs import OpSpecError, get_spec
+from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.helpers import as_value, cast, promote
 from npu_inductor.lowering.registry import register
 
 aten = torch.ops.aten
 
+_WIDER: dict[torch.dtype, tuple[torch.dtype, ...]] = {
+    torch.bool: (torch.uint8, torch.int32, torch.int64),
+    torch.uint8: (torch.int16, torch.int32, torch.int64),
+    torch.int8: (torch.int16, torch.int32, torch.int64),
+    torch.int16: (torch.int32, torch.int64),
+    torch.int32: (torch.int64,),
+    torch.float16: (torch.float32, torch.float64),
+    torch.bfloat16: (torch.float32, torch.float64),
+    torch.float32: (torch.float64,),
+}
+_FLOATS = frozenset({torch.float16, torch.float32, torch.bfloat16})
+_REALS = _FLOATS | {torch.float64, torch.int8, torch.uint8, torch.int16, torch.int32,
+                    torch.int64}
+# The reference gives these prototypes symbolic types ("T1"); assume the common subset
+# (a narrower guess only costs extra Casts, never an op GE would reject).
+_SYMBOLIC_TYPES: dict[str, frozenset[torch.dtype]] = {
+    "Mul": _REALS, "Pow": _REALS, "GeluV2": _FLOATS, "GeluGradV2": _FLOATS,
+}
+_INDEX = frozenset({torch.int32, torch.int64})
 
-def register_unary(target: torch._ops.OpOverload, ge_type: str) -> None:
-    """``target(self)`` -> ``ge_type(x)`` computed in the output dtype."""
 
-    @register(target)
-    def convert(ctx, self):
-        return ctx.op(ge_type, [cast(ctx, self, ctx.out_dtype)])
+def _port_types(ge_type: str) -> list[frozenset[torch.dtype]]:
+    """Allowed dtypes of each data input (index inputs such as ``axes`` left out)."""
+    out = []
+    for port in get_spec(ge_type).inputs:
+        types = port.dtypes if port.dtypes is not None else _SYMBOLIC_TYPES.get(ge_type, _REALS)
+        if types == frozenset({torch.bool}) and port.name == "condition":
+            continue  # SelectV2's mask, always bool
+        if types != _INDEX or port.name in ("x", "x1", "x2"):
+            out.append(types)
+    return out
 
 
-def register_binary(target: torch._ops.OpOverload, ge_type: str) -> None:
-    """``target(self, other)`` -> ``ge_type(x1, x2)`` with operands promoted as torch does."""
+def compute_dtype(ge_type: str, dtype: torch.dtype) -> torch.dtype | None:
+    """``dtype`` if every data input of ``ge_type`` takes it, else the nearest wider dtype
+    that they all take (None when there is none)."""
+    ports = _port_types(ge_type)
+    for candidate in (dtype, *_WIDER.get(dtype, ())):
+        if all(candidate in types for types in ports):
+            return candidate
+    return None
 
-    @register(target)
+
+def need_dtype(ge_type: str, dtype: torch.dtype) -> torch.dtype:
+    found = compute_dtype(ge_type, dtype)
+    if found is None:
+        raise OpSpecError(f"GE {ge_type} has no dtype to compute {dtype} in")
+    return found
+
+
+def bshape(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """Broadcast shapes that may hold dynamic (-1) dims."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(rank):
+        dims = {s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0}
+        known = dims - {1, DYNAMIC_DIM}
+        out.append(known.pop() if known else (DYNAMIC_DIM if DYNAMIC_DIM in dims else 1))
+    return tuple(out)
+
+
+def pointwise(ctx: LoweringContext, ge_type: str, operands: Sequence[Any], dtype: torch.dtype,
+              attrs: dict[str, Any] | None = None, *, out: torch.dtype | None = None,
+              y_dtype: torch.dtype | None = None, suffix: str = "") -> Value:
+    """``ge_type`` over ``operands`` (Values or scalars) computed in ``dtype`` (widened if
+    the prototype needs it). ``y_dtype`` is the op's own output dtype when it differs
+    (comparisons: bool); ``out`` casts the result."""
+    cd = need_dtype(ge_type, dtype)
+    xs = [as_value(ctx, o, cd) for o in operands]
+    shape = bshape(*(x.shape for x in xs))
+    y = ctx.op(ge_type, xs, attrs, out=(y_dtype or cd, shape), suffix=suffix)
+    return y if out is None else cast(ctx, y, out)
+
+
+def tensor_dtypes(node: torch.fx.Node) -> list[torch.dtype]:
+    """dtypes of the node's tensor inputs (from FX meta)."""
+    vals = [a.meta.get("val") for a in node.all_input_nodes]
+    return [v.dtype for v in vals if isinstance(v, torch.Tensor)]
+
+
+def supports(*ge_types: str, floats_only: bool = False) -> Callable[[torch.fx.Node], str | None]:
+    """Capability: refuse a node whose compute dtype (its output's; its inputs' for bool
+    results) some ``ge_type`` lacks even after widening (float64 on float-only ops...).
+    ``floats_only``: the converter emits ``ge_types`` only for floating dtypes."""
+
+    def check(node: torch.fx.Node) -> str | None:
+        out = node.meta.get("val")
+        out = out[0] if isinstance(out, (tuple, list)) else out
+        if isinstance(out, torch.Tensor) and out.dtype != torch.bool:
+            dtypes = {out.dtype}  # the dtype converters compute in (operands are cast to it)
+        else:  # predicates compute in their operands' dtype
+            dtypes = set(tensor_dtypes(node))
+        for ge_type in ge_types:
+            bad = [d for d in dtypes if d != torch.bool and compute_dtype(ge_type, d) is None
+                   and (d.is_floating_point or not floats_only)]
+            if bad:
+                return f"GE {ge_type} does not support {bad[0]}"
+        return None
+    return check
+
+
+# ---- factories ---------------------------------------------------------------------------
+def register_binary(targets: Sequence[OpOverload], ge_type: str) -> None:
+    """``target(self, other)`` -> ``ge_type(x1, x2)`` in torch's promoted dtype."""
+
+    @register(*targets, capability=supports(ge_type))
+    def convert(ctx, self, other):
+        return pointwise(ctx, ge_type, [self, other], promote(self, other), out=ctx.out_dtype)
+
+
+def register_binary_float(targets: Sequence[OpOverload], ge_type: str) -> None:
+    """Binary ops whose result is floating even for integer inputs (true division, atan2)."""
+
+    @register(*targets, capability=supports(ge_type))
+    def convert(ctx, self, other):
+        return pointwise(ctx, ge_type, [self, other], ctx.out_dtype, out=ctx.out_dtype)
+
+
+def register_compare(targets: Sequence[OpOverload], ge_type: str) -> None:
+    """Comparisons: operands in the promoted dtype, bool result."""
+
+    @register(*targets, capability=supports(ge_type))
+    def convert(ctx, self, other):
+        return pointwise(ctx, ge_type, [self, other], promote(self, other), y_dtype=torch.bool,
+                         out=ctx.out_dtype)
+
+
+# ---- arithmetic --------------------------------------------------------------------------
+def _scaled(ctx: LoweringContext, x: Any, alpha: Any, dtype: torch.dtype) -> Any:
+    if alpha == 1:
+        return x
+    return pointwise(ctx, "Mul", [x, alpha], dtype, suffix="alpha")
+
+
+def _add_sub(ge_type: str, reverse: bool = False) -> Callable:
+    def convert(ctx, self, other, alpha=1):
+        dtype = promote(self, other)
+        if reverse:  # rsub: other - alpha * self
+            self, other = other, self
+        return pointwise(ctx, ge_type, [self, _scaled(ctx, other, alpha, dtype)], dtype,
+                         out=ctx.out_dtype)
+    return convert
+
+
+register(aten.add.Tensor, aten.add.Scalar, capability=supports("Add"))(_add_sub("Add"))
+register(aten.sub.Tensor, aten.sub.Scalar, capability=supports("Sub"))(_add_sub("Sub"))
+register(aten.rsub.Tensor, aten.rsub.Scalar, capability=supports("Sub"))(_add_sub("Sub", True))
+
+register_binary([aten.mul.Tensor, aten.mul.Scalar], "Mul")
+register_binary_float([aten.div.Tensor, aten.div.Scalar], "RealDiv")
+register_binary_float([aten.atan2.default], "Atan2")
+register_binary([aten.maximum.default], "Maximum")
+register_binary([aten.minimum.default], "Minimum")
+register_binary([aten.remainder.Tensor, aten.remainder.Scalar], "FloorMod")
+register_binary([aten.remainder.Scalar_Tensor], "FloorMod")
+register_binary([aten.fmod.Tensor, aten.fmod.Scalar], "TruncateMod")
+register_binary([aten.floor_divide.default, aten.floor_divide.Scalar], "FloorDiv")
+register_binary([aten.bitwise_left_shift.Tensor, aten.bitwise_left_shift.Tensor_Scalar,
+                 aten.bitwise_left_shift.Scalar_Tensor, aten.__lshift__.Tensor,
+                 aten.__lshift__.Scalar], "LeftShift")
+register_binary([aten.bitwise_right_shift.Tensor, aten.bitwise_right_shift.Tensor_Scalar,
+                 aten.bitwise_right_shift.Scalar_Tensor, aten.__rshift__.Tensor,
+                 aten.__rshift__.Scalar], "RightShift")
+
+
+@register(aten.div.Tensor_mode, aten.div.Scalar_mode,
+          capability=supports("FloorDiv", "TruncateDiv"))
+def div_mode(ctx, self, other, rounding_mode=None):
+    """div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
+    if rounding_mode is None:
+        return pointwise(ctx, "RealDiv", [self, other], ctx.out_dtype, out=ctx.out_dtype)
+    ge_type = "FloorDiv" if rounding_mode == "floor" else "TruncateDiv"
+    return pointwise(ctx, ge_type, [self, other], promote(self, other), out=ctx.out_dtype)
+
+
+@register(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar,
+          capability=supports("Pow"))
+def pow_(ctx, self, exponent):
+    """pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
+    return pointwise(ctx, "Pow", [self, exponent], ctx.out_dtype, out=ctx.out_dtype)
+
+
+@register(aten.clamp_min.default, aten.clamp_min.Tensor, capability=supports("Maximum"))
+def clamp_min(ctx, self, min):
+    """clamp_min(Tensor self, Scalar min) -> Tensor"""
+    return pointwise(ctx, "Maximum", [self, min], ctx.out_dtype, out=ctx.out_dtype)
+
+
+@register(aten.clamp_max.default, aten.clamp_max.Tensor, capability=supports("Minimum"))
+def clamp_max(ctx, self, max):
+    """clamp_max(Tensor self, Scalar max) -> Tensor"""
+    return pointwise(ctx, "Minimum", [self, max], ctx.out_dtype, out=ctx.out_dtype)
+
+
+@register(aten.clamp.default, aten.clamp.Tensor,
+          capability=supports("ClipByValue", "Maximum", "Minimum"))
+def clamp(ctx, self, min=None, max=None):
+    """clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor"""
+    dtype = ctx.out_dtype
+    if min is not None and max is not None:
+        return pointwise(ctx, "ClipByValue", [self, min, max], dtype, out=dtype)
+    if min is not None:
+        return pointwise(ctx, "Maximum", [self, min], dtype, out=dtype)
+    if max is not None:
+        return pointwise(ctx, "Minimum", [self, max], dtype, out=dtype)
+    return cast(ctx, self, dtype)
+
+
+def _nan_select(ctx: LoweringContext, a: Value, b: Value, y: Value) -> Value:
+    """Where ``a`` is NaN take ``b``, where ``b`` is NaN take ``a``, else ``y``."""
+    b_nan = pointwise(ctx, "IsNan", [b], b.dtype, y_dtype=torch.bool, suffix="b_nan")
+    a_nan = pointwise(ctx, "IsNan", [a], a.dtype, y_dtype=torch.bool, suffix="a_nan")
+    y = select(ctx, b_nan, a, y, suffix="b_sel")
+    return select(ctx, a_nan, b, y, suffix="a_sel")
+
+
+def _fmax_fmin(ge_type: str) -> Callable:
     def convert(ctx, self, other):
         dtype = promote(self, other)
-        return ctx.op(ge_type, [as_value(ctx, self, dtype), as_value(ctx, other, dtype)])
+        if not dtype.is_floating_point:
+            return pointwise(ctx, ge_type, [self, other], dtype, out=ctx.out_dtype)
+        cd = need_dtype(ge_type, dtype)
+        a, b = as_value(ctx, self, cd), as_value(ctx, other, cd)
+        y = pointwise(ctx, ge_type, [a, b], cd, suffix="y")
+        return cast(ctx, _nan_select(ctx, a, b, y), ctx.out_dtype)
+    return convert
 
 
-for _t, _g in ((aten.relu.default, "Relu"),):
-    register_unary(_t, _g)
-
-for _t, _g in ((aten.mul.Tensor, "Mul"), (aten.div.Tensor, "RealDiv")):
-    register_binary(_t, _g)
-
-
-@register(aten.add.Tensor)
-def add_tensor(ctx, self, other, alpha=1):
-    """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    dtype = promote(self, other)
-    rhs = as_value(ctx, other, dtype)
-    if alpha != 1:
-        rhs = ctx.op("Mul", [rhs, ctx.const(alpha, dtype)], out=(dtype, rhs.shape), suffix="alpha")
-    return ctx.op("Add", [as_value(ctx, self, dtype), rhs])
+# fmax/fmin: no GE op; Maximum/Minimum propagate NaN, so NaN operands are selected around.
+register(aten.fmax.default, capability=supports("Maximum", "IsNan", floats_only=True))(
+    _fmax_fmin("Maximum"))
+register(aten.fmin.default, capability=supports("Minimum", "IsNan", floats_only=True))(
+    _fmax_fmin("Minimum"))
 
 
-@register(aten.sub.Tensor)
-def sub_tensor(ctx, self, other, alpha=1):
-    """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    dtype = promote(self, other)
-    rhs = as_value(ctx, other, dtype)
-    if alpha != 1:
-        rhs = ctx.op("Mul", [rhs, ctx.const(alpha, dtype)], out=(dtype, rhs.shape), suffix="alpha")
-    return ctx.op("Sub", [as_value(ctx, self, dtype), rhs])
+@register(aten.hypot.default, capability=supports("Sqrt", "Mul"))
+def hypot(ctx, self, other):
+    """hypot(Tensor self, Tensor other) -> Tensor"""
+    # No GE Hypot: sqrt(a*a + b*b), float32 inputs are far from overflow in practice.
+    dtype = ctx.out_dtype
+    cd = need_dtype("Sqrt", dtype)
+    sq = [pointwise(ctx, "Mul", [x, x], cd, suffix="sq") for x in
+          (as_value(ctx, self, cd), as_value(ctx, other, cd))]
+    total = pointwise(ctx, "Add", sq, cd, suffix="sum")
+    return pointwise(ctx, "Sqrt", [total], cd, out=dtype)
+
+
+@register(aten.logaddexp.default, capability=supports("Maximum", "Exp", "Log1p"))
+def logaddexp(ctx, self, other):
+    """logaddexp(Tensor self, Tensor other) -> Tensor"""
+    # No GE LogAddExp: max(a, b) + log1p(exp(-|a - b|)), with a == b == +-inf kept as a.
+    cd = need_dtype("Log1p", ctx.out_dtype)
+    a, b = as_value(ctx, self, cd), as_value(ctx, other, cd)
+    m = pointwise(ctx, "Maximum", [a, b], cd, suffix="max")
+    d = pointwise(ctx, "Abs", [pointwise(ctx, "Sub", [a, b], cd, suffix="diff")], cd,
+                  suffix="abs")
+    e = pointwise(ctx, "Exp", [pointwise(ctx, "Neg", [d], cd, suffix="neg")], cd, suffix="exp")
+    y = pointwise(ctx, "Add", [m, pointwise(ctx, "Log1p", [e], cd, suffix="log1p")], cd,
+                  suffix="y")
+    same_inf = pointwise(ctx, "LogicalAnd", [
+        pointwise(ctx, "Equal", [a, b], cd, y_dtype=torch.bool, suffix="eq"),
+        pointwise(ctx, "IsInf", [a], cd, y_dtype=torch.bool, suffix="inf")], torch.bool,
+        suffix="same_inf")
+    return cast(ctx, select(ctx, same_inf, a, y, suffix="sel"), ctx.out_dtype)
+
+
+@register(aten.xlogy.Tensor, aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self,
+          capability=supports("Xlogy"))
+def xlogy(ctx, self, other):
+    """xlogy.Tensor(Tensor self, Tensor other) -> Tensor"""
+    return pointwise(ctx, "Xlogy", [self, other], ctx.out_dtype, out=ctx.out_dtype)
+
+
+@register(aten.lerp.Scalar, aten.lerp.Tensor, capability=supports("Lerp"))
+def lerp(ctx, self, end, weight):
+    """lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor"""
+    return pointwise(ctx, "Lerp", [self, end, weight], ctx.out_dtype, out=ctx.out_dtype)
+
+
+@register(aten.addcmul.default, capability=supports("Addcmul"))
+def addcmul(ctx, self, tensor1, tensor2, value=1):
+    """addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
+    dtype = promote(self, tensor1, tensor2)
+    return pointwise(ctx, "Addcmul", [self, tensor1, tensor2, value], dtype, out=ctx.out_dtype)
+
+
+# ---- comparison, logic, bitwise ----------------------------------------------------------
+for _ops, _ge in (((aten.eq.Tensor, aten.eq.Scalar), "Equal"),
+                  ((aten.ne.Tensor, aten.ne.Scalar), "NotEqual"),
+                  ((aten.lt.Tensor, aten.lt.Scalar), "Less"),
+                  ((aten.le.Tensor, aten.le.Scalar), "LessEqual"),
+                  ((aten.gt.Tensor, aten.gt.Scalar), "Greater"),
+                  ((aten.ge.Tensor, aten.ge.Scalar), "GreaterEqual")):
+    register_compare(_ops, _ge)
+
+
+def to_bool(ctx: LoweringContext, x: Any) -> Value:
+    """Truthiness as GE bool (``Cast`` to bool is ``x != 0``)."""
+    return as_value(ctx, x, torch.bool)
+
+
+def _logical(ge_type: str) -> Callable:
+    def convert(ctx, self, other):
+        y = ctx.op(ge_type, [to_bool(ctx, self), to_bool(ctx, other)],
+                   out=(torch.bool, ctx.out_specs()[0][1]))
+        return cast(ctx, y, ctx.out_dtype)
+    return convert
+
+
+def _xor(ctx: LoweringContext, a: Any, b: Any) -> Value:
+    # No LogicalXor in GE: a xor b == not (a == b) on bools (NotEqual has no bool).
+    eq = ctx.op("Equal", [to_bool(ctx, a), to_bool(ctx, b)],
+                out=(torch.bool, ctx.out_specs()[0][1]), suffix="eq")
+    return ctx.op("LogicalNot", [eq], out=(torch.bool, eq.shape))
+
+
+register(aten.logical_and.default)(_logical("LogicalAnd"))
+register(aten.logical_or.default)(_logical("LogicalOr"))
+
+
+@register(aten.logical_xor.default)
+def logical_xor(ctx, self, other):
+    """logical_xor(Tensor self, Tensor other) -> Tensor"""
+    return cast(ctx, _xor(ctx, self, other), ctx.out_dtype)
+
+
+@register(aten.logical_not.default)
+def logical_not(ctx, self):
+    """logical_not(Tensor self) -> Tensor"""
+    return cast(ctx, ctx.op("LogicalNot", [to_bool(ctx, self)], out=(torch.bool, self.shape)),
+                ctx.out_dtype)
+
+
+def _bitwise(ge_type: str, bool_type: str) -> Callable:
+    def convert(ctx, self, other):
+        if ctx.out_dtype == torch.bool:
+            return _logical(bool_type)(ctx, self, other)
+        return pointwise(ctx, ge_type, [self, other], promote(self, other), out=ctx.out_dtype)
+    return convert
+
+
+register(aten.bitwise_and.Tensor, aten.bitwise_and.Scalar, aten.bitwise_and.Scalar_Tensor,
+         capability=supports("BitwiseAnd"))(_bitwise("BitwiseAnd", "LogicalAnd"))
+register(aten.bitwise_or.Tensor, aten.bitwise_or.Scalar, aten.bitwise_or.Scalar_Tensor,
+         capability=supports("BitwiseOr"))(_bitwise("BitwiseOr", "LogicalOr"))
+
+
+@register(aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar, aten.bitwise_xor.Scalar_Tensor,
+          capability=supports("BitwiseXor"))
+def bitwise_xor(ctx, self, other):
+    """bitwise_xor.Tensor(Tensor self, Tensor other) -> Tensor"""
+    if ctx.out_dtype == torch.bool:
+        return _xor(ctx, self, other)
+    return pointwise(ctx, "BitwiseXor", [self, other], promote(self, other), out=ctx.out_dtype)
+
+
+@register(aten.bitwise_not.default, capability=supports("Invert"))
+def bitwise_not(ctx, self):
+    """bitwise_not(Tensor self) -> Tensor"""
+    if self.dtype == torch.bool:
+        return ctx.op("LogicalNot", [self])
+    return pointwise(ctx, "Invert", [self], self.dtype, out=ctx.out_dtype)
+
+
+# ---- selection ---------------------------------------------------------------------------
+def select(ctx: LoweringContext, cond: Value, a: Any, b: Any, dtype: torch.dtype | None = None,
+           suffix: str = "") -> Value:
+    """``SelectV2(cond, a, b)`` (broadcasting) in ``dtype`` (default: promoted a, b)."""
+    dtype = dtype or promote(a, b)
+    cd = need_dtype("SelectV2", dtype)
+    xs = [as_value(ctx, v, cd) for v in (a, b)]
+    shape = bshape(cond.shape, xs[0].shape, xs[1].shape)
+    y = ctx.op("SelectV2", [to_bool(ctx, cond), *xs], out=(cd, shape), suffix=suffix)
+    return cast(ctx, y, dtype)
+
+
+@register(aten.where.self, capability=supports("SelectV2"))
+def where_self(ctx, condition, self, other):
+    """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
+    return select(ctx, condition, self, other, ctx.out_dtype)

@@ -1,0 +1,219 @@
+"""Reduction and scan converters: sum, mean, prod, amax/amin, max/min (with indices),
+argmax/argmin, any/all, var/std, cumsum/cumprod, vector norms.
+
+GE's Reduce* ops take the axes as an int64 ``Const`` input and ``keep_dims`` as an attr;
+empty axes reduce nothing in GE, so the axes are always spelled out (all dims for torch's
+``dim=None`` / ``dim=[]``). Result dtypes follow torch: ``sum``/``prod``/``cumsum`` of
+bool or integers accumulate in int64, ``mean``/``var`` are floating only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch._ops import OpOverload
+
+from npu_inductor.ge.ir import DYNAMIC_DIM, Value
+from npu_inductor.lowering.context import LoweringContext
+from npu_inductor.lowering.elementwise import need_dtype, pointwise, supports, to_bool
+from npu_inductor.lowering.helpers import as_value, cast, int_list, norm_axes, norm_axis
+from npu_inductor.lowering.registry import register
+
+aten = torch.ops.aten
+
+
+def axes_of(dim: Any, rank: int) -> list[int]:
+    """torch ``dim`` (None, int, or list; empty = all) -> sorted non-negative GE axes."""
+    if isinstance(dim, int):
+        dim = [dim]
+    return norm_axes(dim, rank)
+
+
+def reduced_shape(shape: Sequence[int], axes: Sequence[int], keep: bool) -> tuple[int, ...]:
+    if keep:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def reduce(ctx: LoweringContext, ge_type: str, x: Value, axes: Sequence[int], keep: bool,
+           dtype: torch.dtype, *, out: torch.dtype | None = None, suffix: str = "") -> Value:
+    """``ge_type(x, axes)[keep_dims]`` computed in ``dtype`` (widened if needed)."""
+    cd = need_dtype(ge_type, dtype)
+    xv = as_value(ctx, x, cd)
+    y = ctx.op(ge_type, [xv, int_list(ctx, axes, "axes")], {"keep_dims": keep},
+               out=(cd, reduced_shape(xv.shape, axes, keep)), suffix=suffix)
+    return y if out is None else cast(ctx, y, out)
+
+
+def register_reduce(targets: Sequence[OpOverload], ge_type: str, *, in_out_dtype: bool) -> None:
+    """``target(self, dim, keepdim, *, dtype)`` -> ``ge_type``; computes in the output dtype
+    (sum, mean, prod: torch accumulates there) or else in the input's (amax, amin)."""
+
+    @register(*targets, capability=supports(ge_type))
+    def convert(ctx, self, dim=None, keepdim=False, dtype=None):
+        compute = ctx.out_dtype if in_out_dtype else self.dtype
+        return reduce(ctx, ge_type, self, axes_of(dim, self.rank), keepdim, compute,
+                      out=ctx.out_dtype)
+
+
+register_reduce([aten.sum.dim_IntList, aten.sum.default], "ReduceSum", in_out_dtype=True)
+register_reduce([aten.mean.dim, aten.mean.default], "ReduceMean", in_out_dtype=True)
+register_reduce([aten.prod.dim_int, aten.prod.default], "ReduceProd", in_out_dtype=True)
+register_reduce([aten.amax.default, aten.max.default], "ReduceMax", in_out_dtype=False)
+register_reduce([aten.amin.default, aten.min.default], "ReduceMin", in_out_dtype=False)
+
+
+def _any_all(ge_type: str):
+    def convert(ctx, self, dim=None, keepdim=False):
+        axes = axes_of(dim, self.rank)
+        return reduce(ctx, ge_type, to_bool(ctx, self), axes, keepdim, torch.bool,
+                      out=ctx.out_dtype)
+    return convert
+
+
+register(aten.any.default, aten.any.dim, aten.any.dims)(_any_all("ReduceAny"))
+register(aten.all.default, aten.all.dim, aten.all.dims)(_any_all("ReduceAll"))
+
+
+# ---- arg reductions ------------------------------------------------------------------
+def _reshape(ctx: LoweringContext, x: Value, shape: Sequence[int], suffix: str) -> Value:
+    return ctx.op("Reshape", [x, int_list(ctx, shape)], out=(x.dtype, tuple(shape)),
+                  suffix=suffix)
+
+
+def arg_reduce(ctx: LoweringContext, ge_type: str, x: Value, dim: int | None, keep: bool,
+               suffix: str = "") -> Value:
+    """int64 index of the max/min along ``dim`` (over the flattened tensor when None)."""
+    cd = need_dtype(ge_type, x.dtype)
+    xv = as_value(ctx, x, cd)
+    if dim is None:
+        numel = math.prod(xv.shape) if DYNAMIC_DIM not in xv.shape else DYNAMIC_DIM
+        xv, axis = _reshape(ctx, xv, [numel], "flat"), 0
+    else:
+        axis = norm_axis(dim, x.rank)
+    shape = reduced_shape(xv.shape, [axis], False)
+    idx = ctx.op(ge_type, [xv, ctx.const(axis, torch.int64, "dim")], {"dtype": torch.int64},
+                 out=(torch.int64, shape), suffix=suffix)
+    if keep:
+        kept = [1] * x.rank if dim is None else reduced_shape(x.shape, [axis], True)
+        idx = _reshape(ctx, idx, kept, "keep")
+    return idx
+
+
+@register(aten.argmax.default, capability=supports("ArgMaxV2"))
+def argmax(ctx, self, dim=None, keepdim=False):
+    """argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor"""
+    return arg_reduce(ctx, "ArgMaxV2", self, dim, keepdim)
+
+
+@register(aten.argmin.default, capability=supports("ArgMin"))
+def argmin(ctx, self, dim=None, keepdim=False):
+    """argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor"""
+    return arg_reduce(ctx, "ArgMin", self, dim, keepdim)
+
+
+def _max_min_dim(value_type: str, index_type: str):
+    def convert(ctx, self, dim, keepdim=False):
+        if self.rank == 0:  # a 0-d tensor is its own max (empty axes: no reduction), index 0
+            values = reduce(ctx, value_type, self, [], keepdim, self.dtype, out=self.dtype,
+                            suffix="values")
+            return values, ctx.const(0, torch.int64, "indices")
+        axis = norm_axis(dim, self.rank)
+        values = reduce(ctx, value_type, self, [axis], keepdim, self.dtype, out=self.dtype,
+                        suffix="values")
+        return values, arg_reduce(ctx, index_type, self, axis, keepdim, suffix="indices")
+    return convert
+
+
+register(aten.max.dim, capability=supports("ReduceMax", "ArgMaxV2"))(
+    _max_min_dim("ReduceMax", "ArgMaxV2"))
+register(aten.min.dim, capability=supports("ReduceMin", "ArgMin"))(
+    _max_min_dim("ReduceMin", "ArgMin"))
+
+
+# ---- variance and standard deviation ---------------------------------------------------
+def _static_count(x: Value, axes: Sequence[int]) -> int:
+    dims = [x.shape[a] for a in axes]
+    if DYNAMIC_DIM in dims:
+        raise ValueError("var/std over a dynamic dim needs the element count at run time")
+    return math.prod(dims)
+
+
+def moments(ctx: LoweringContext, x: Value, dim: Any, correction: Any, keep: bool,
+            dtype: torch.dtype) -> tuple[Value, Value]:
+    """(variance, mean) in ``dtype`` (two-pass: mean, then sum of squared differences)."""
+    # No GE variance op takes torch's arbitrary correction with an axes list (ReduceStdV2
+    # returns std, ReduceMeanVariance has no correction): compose Reduce* ops instead.
+    axes = axes_of(dim, x.rank)
+    cd = need_dtype("SquaredDifference", dtype)
+    xv = as_value(ctx, x, cd)
+    mean_kept = reduce(ctx, "ReduceMean", xv, axes, True, cd, suffix="mean_kept")
+    sq = pointwise(ctx, "SquaredDifference", [xv, mean_kept], cd, suffix="sqdiff")
+    total = reduce(ctx, "ReduceSum", sq, axes, keep, cd, suffix="sumsq")
+    correction = 1 if correction is None else correction
+    denom = max(_static_count(xv, axes) - correction, 0)
+    var = pointwise(ctx, "RealDiv", [total, float(denom)], cd, suffix="var")
+    mean = mean_kept if keep else reduce(ctx, "ReduceMean", xv, axes, False, cd, suffix="mean")
+    return var, mean
+
+
+def _var_std(sqrt: bool, with_mean: bool, unbiased_form: bool = False):
+    def convert(ctx, self, dim=None, correction=None, keepdim=False, unbiased=True):
+        if unbiased_form:
+            correction = 1 if unbiased else 0
+        var, mean = moments(ctx, self, dim, correction, keepdim, ctx.out_dtype)
+        y = pointwise(ctx, "Sqrt", [var], var.dtype, suffix="std") if sqrt else var
+        y = cast(ctx, y, ctx.out_dtype)
+        return (y, cast(ctx, mean, ctx.out_dtype)) if with_mean else y
+    return convert
+
+
+_VAR_CAP = supports("SquaredDifference", "ReduceMean")
+register(aten.var.correction, capability=_VAR_CAP)(_var_std(False, False))
+register(aten.std.correction, capability=_VAR_CAP)(_var_std(True, False))
+register(aten.var_mean.correction, capability=_VAR_CAP)(_var_std(False, True))
+register(aten.std_mean.correction, capability=_VAR_CAP)(_var_std(True, True))
+register(aten.var.dim, capability=_VAR_CAP)(_var_std(False, False, unbiased_form=True))
+register(aten.std.dim, capability=_VAR_CAP)(_var_std(True, False, unbiased_form=True))
+
+
+# ---- scans and norms -------------------------------------------------------------------
+def _scan(ge_type: str):
+    def convert(ctx, self, dim, dtype=None):
+        cd = need_dtype(ge_type, ctx.out_dtype)
+        axis = norm_axis(dim, self.rank) if self.rank else 0
+        y = ctx.op(ge_type, [as_value(ctx, self, cd), ctx.const(axis, torch.int64, "axis")],
+                   {"exclusive": False, "reverse": False}, out=(cd, self.shape))
+        return cast(ctx, y, ctx.out_dtype)
+    return convert
+
+
+register(aten.cumsum.default, capability=supports("Cumsum"))(_scan("Cumsum"))
+register(aten.cumprod.default, capability=supports("Cumprod"))(_scan("Cumprod"))
+
+
+def _norm_capability(node: torch.fx.Node) -> str | None:
+    ord_ = node.kwargs.get("ord", node.args[1] if len(node.args) > 1 else 2)
+    if ord_ == 0:
+        return "vector norm with ord=0 (a count) has no GE lowering"
+    return supports("LpNormV2")(node)
+
+
+@register(aten.linalg_vector_norm.default, capability=_norm_capability)
+def linalg_vector_norm(ctx, self, ord=2, dim=None, keepdim=False, dtype=None):
+    """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False,
+    *, ScalarType? dtype=None) -> Tensor"""
+    axes = axes_of(dim, self.rank)
+    cd = need_dtype("LpNormV2", ctx.out_dtype)
+    x = as_value(ctx, self, cd)
+    if math.isinf(ord):  # max / min of |x|: plain reductions, no p-th powers
+        ge_type = "ReduceMax" if ord > 0 else "ReduceMin"
+        absx = pointwise(ctx, "Abs", [x], cd, suffix="abs")
+        return reduce(ctx, ge_type, absx, axes, keepdim, cd, out=ctx.out_dtype)
+    # epsilon 0: LpNormV2 clamps the norm from below by epsilon; torch does not.
+    y = ctx.op("LpNormV2", [x], {"p": float(ord), "axes": axes, "keepdim": keepdim,
+                                 "epsilon": 0.0}, out=(cd, reduced_shape(x.shape, axes, keepdim)))
+    return cast(ctx, y, ctx.out_dtype)
