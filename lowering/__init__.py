@@ -5,6 +5,7 @@ from npu_inductor.lowering import creation, index  # noqa: F401  (registration)
 from npu_inductor.lowering import fused  # noqa: F401  (registration)
 from npu_inductor.lowering import attention, conv, nn, norm, pool  # noqa: F401  (registration)
 from npu_inductor.lowering import collectives  # noqa: F401  (registration)
+from npu_inductor.lowering import activation, reduction, unary  # noqa: F401  (registration)
 from npu_inductor.lowering import loss, vision  # noqa: F401  (registration)
 from npu_inductor.lowering.lower import LoweredGraph, LoweringError, lower_graph
 from npu_inductor.lowering.registry import CONVERTERS, lookup, refusal, register

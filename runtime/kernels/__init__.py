@@ -33,3 +33,4 @@ from npu_inductor.runtime.kernels import creation, index  # noqa: E402,F401
 from npu_inductor.runtime.kernels import fused  # noqa: E402,F401
 from npu_inductor.runtime.kernels import nn  # noqa: E402,F401
 from npu_inductor.runtime.kernels import collectives  # noqa: E402,F401
+from npu_inductor.runtime.kernels import activation, reduction  # noqa: E402,F401
