@@ -60,6 +60,7 @@ PASSES: list[Pass] = [
     fuse_gelu,
     fuse_matmul,  # last: folds the transposes/bias the other fusions left
     remove_noops,
+    cse,  # fusions insert identical views (cos/sin per layer)
     dce,
 ]
 

@@ -4,8 +4,9 @@
     mm(x, t(W))                     ==>  matmul(x, W, None, False, True)
     addmm(b, x, t(W))               ==>  matmul(x, W, b, False, True)      (beta = alpha = 1)
     bmm(permute(x, [0, 2, 1]), y)   ==>  matmul(x, y, None, True, False)
-    view(mm(view(x, [B*S, K]), w), ...)  ==>  view(matmul(x, w), ...)    (x: [B, S, K];
-                                         BatchMatMulV2 with a 2-D x2, no Reshape either side)
+    view(mm(view(x, [B*S, K]), w), [B, S, N])  ==>  matmul(x', w)    (x' = x as [B, S, K]:
+                          BatchMatMulV2 with a 2-D x2; the Reshape back disappears, and so
+                          does the flattening one when x already is [B, S, K])
 
 Without it every ``nn.Linear`` costs a GE ``Transpose`` of its weight per call. Fires in
 training graphs too: it changes how one forward (or backward) op reads its operands, not
@@ -19,7 +20,7 @@ from torch.fx import GraphModule, Node
 
 from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
 from npu_inductor.config import NpuConfig
-from npu_inductor.graph_passes.common import aten, bump, call, finish, is_op, shape
+from npu_inductor.graph_passes.common import aten, bump, call, finish, is_op, shape, static, val
 
 npu = torch.ops.npu
 _VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
@@ -45,24 +46,46 @@ def _operand(node: Node) -> tuple[Node, bool]:
     return (base, True) if base is not None else (node, False)
 
 
-def _unflattened(node: Node, x1: Node) -> Node | None:
-    """x when ``x1 = view(x, [prod(x.shape[:-1]), K])`` feeds a 2-D mm whose every user is
-    a view (they can read the N-D product directly)."""
-    if not is_op(x1, *_VIEWS) or node.target is not aten.mm.default:
+def _leading(dims: tuple, m: int) -> list[int] | None:
+    """The shortest prefix of ``dims`` (two dims or more) whose product is ``m``."""
+    prod = 1
+    for j, d in enumerate(dims[:-1]):
+        prod *= d
+        if prod == m and j >= 1:
+            return list(dims[: j + 1])
+    return None
+
+
+def _unflattened(gm: GraphModule, node: Node, x1: Node) -> Node | None:
+    """The N-D operand for ``node`` when ``x1 = view(x, [M, K])`` flattens x's leading dims
+    and every user views the product again: fires when that saves a Reshape (x already
+    is [*leading, K], or a user views back to exactly [*leading, N])."""
+    if not is_op(x1, *_VIEWS) or node.target not in (aten.mm.default, aten.addmm.default):
+        return None
+    if not node.users or not all(is_op(u, *_VIEWS) for u in node.users):
         return None
     x = x1.args[0]
-    if len(shape(x)) < 3 or shape(x)[-1] != shape(x1)[-1]:
+    (m, k), dims = shape(x1), shape(x)
+    if not static(dims) or len(dims) < 3:
         return None
-    return x if node.users and all(is_op(u, *_VIEWS) for u in node.users) else None
+    lead = _leading(dims, m)
+    if lead is None:
+        return None
+    if list(dims) == [*lead, k]:
+        return x
+    back = any(list(shape(u)) == [*lead, shape(node)[-1]] for u in node.users)
+    if not back or not val(x).is_contiguous():  # (no view of a strided x exists in eager)
+        return None
+    return call(gm, aten.view.default, (x, [*lead, k]))
 
 
 def _rewrite(gm: GraphModule, node: Node, x1: Node, x2: Node, bias: Node | None) -> bool:
     a, ta = _operand(x1)
     b, tb = _operand(x2)
-    nd = None if ta else _unflattened(node, x1)
-    if not (ta or tb or bias is not None or nd is not None):
-        return False
     with gm.graph.inserting_before(node):
+        nd = None if ta else _unflattened(gm, node, x1)
+        if not (ta or tb or bias is not None or nd is not None):
+            return False
         fused = call(gm, npu.matmul.default, (nd or a, b, bias, ta, tb), like=node)
     node.replace_all_uses_with(fused)
     return True

@@ -63,8 +63,8 @@ def _output_alias(node: Node, src: Node) -> bool:
 def _collapse(gm: GraphModule, node: Node) -> bool:
     """view(view(x)) -> view(x); permute(permute(x)) -> permute(x)."""
     src = node.args[0] if node.args else None
-    if is_op(node, *_VIEWS) and is_op(src, *_VIEWS):
-        node.args = (src.args[0], *node.args[1:])
+    if is_op(node, *_VIEWS) and is_op(src, *_VIEWS) and val(src.args[0]).is_contiguous():
+        node.args = (src.args[0], *node.args[1:])  # (a view of a strided tensor may not exist)
         return True
     outer, inner = permutation(node), permutation(src)
     if outer is not None and inner is not None:
