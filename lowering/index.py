@@ -485,3 +485,74 @@ def bucketize(ctx, self, boundaries, out_int32=False, right=False):
     dtype = promote(boundaries, self)
     return _searchsorted(ctx, cast(ctx, boundaries, dtype), cast(ctx, self, dtype), out_int32,
                          right, None, None)
+
+
+# ---- backward of views: the gradient scattered into zeros ------------------------------------
+def _zeros(ctx, shape: Sequence[int], dtype: torch.dtype) -> Value:
+    return _filled(ctx, shape, 0, dtype)
+
+
+@register(aten.slice_backward.default, dynamic=False)
+def slice_backward(ctx, grad_output, input_sizes, dim, start, end, step):
+    """slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start,
+    SymInt end, SymInt step) -> Tensor"""
+    dim = norm_axis(dim, len(input_sizes))
+    begin, stop = clamp_slice(input_sizes[dim], start, end)
+    zeros = _zeros(ctx, input_sizes, grad_output.dtype)
+    return _slice_scatter(ctx, zeros, grad_output, dim, begin, stop, step)
+
+
+@register(aten.select_backward.default, dynamic=False)
+def select_backward(ctx, grad_output, input_sizes, dim, index):
+    """select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index)
+    -> Tensor"""
+    zeros = _zeros(ctx, input_sizes, grad_output.dtype)
+    return select_scatter(ctx, zeros, grad_output, dim, index)
+
+
+@register(aten.diagonal_backward.default)
+def diagonal_backward(ctx, grad_output, input_sizes, offset, dim1, dim2):
+    """diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1,
+    int dim2) -> Tensor"""
+    positions = _positions(input_sizes).diagonal(offset, dim1, dim2)
+    return _flat_scatter(ctx, _zeros(ctx, input_sizes, grad_output.dtype), grad_output,
+                         positions)
+
+
+@register(aten.unfold_backward.default)
+def unfold_backward(ctx, grad_in, input_sizes, dim, size, step):
+    """unfold_backward(Tensor grad_in, SymInt[] input_sizes, int dim, int size, int step)
+    -> Tensor"""
+    dim = norm_axis(dim, max(len(input_sizes), 1))
+    windows = grad_in.shape[dim]
+    last = grad_in.rank - 1
+    g = transpose(ctx, grad_in, list(range(dim + 1)) + [last] + list(range(dim + 1, last)))
+    merged = g.shape[:dim] + (windows * size,) + g.shape[dim + 2:]
+    g = reshape(ctx, g, merged, "merge")
+    positions = (torch.arange(windows).unsqueeze(1) * step + torch.arange(size)).reshape(-1)
+    index = _along(ctx, ctx.const(positions, torch.int64, "positions"), dim, merged)
+    zeros = _zeros(ctx, tuple(input_sizes) or (1,), grad_in.dtype)
+    y = _scatter_elements(ctx, zeros, dim, index, g, "add")
+    return reshape(ctx, y, tuple(input_sizes), "")
+
+
+@register(aten.masked_scatter_backward.default, dynamic=False)
+def masked_scatter_backward(ctx, grad_output, mask, sizes):
+    """masked_scatter_backward(Tensor grad_output, Tensor mask, SymInt[] sizes) -> Tensor"""
+    n, shape = math.prod(sizes), broadcast_shape(grad_output.shape, mask.shape)
+    m = math.prod(shape)
+    g = reshape(ctx, broadcast_to(ctx, grad_output, shape, "grad"), (m,), "grad_flat")
+    flags = cast(ctx, reshape(ctx, broadcast_to(ctx, mask, shape, "mask"), (m,), "mask_flat"),
+                 torch.int64)
+    rank = ctx.op("Cumsum", [flags, dim_const(ctx, 0)], {"exclusive": True},
+                  out=(torch.int64, (m,)), suffix="rank")
+    # selected elements go to their rank among the selected, the rest to a spare slot n
+    total = ctx.const(torch.tensor(n), torch.int64, "n")
+    shifted = ctx.op("Sub", [rank, total], out=(torch.int64, (m,)), suffix="shift")
+    picked = ctx.op("Mul", [flags, shifted], out=(torch.int64, (m,)), suffix="pick")
+    target = ctx.op("Add", [picked, total], out=(torch.int64, (m,)), suffix="target")
+    target = reshape(ctx, target, (m, 1), "nd")
+    y = move(ctx, "ScatterNonAliasingAdd", [_zeros(ctx, (n + 1,), g.dtype), target, g],
+             out=(g.dtype, (n + 1,)), data=(0, 2), suffix="scatter")
+    y = strided_slice(ctx, y, [0], [0], [n], [1], suffix="drop_spare")
+    return reshape(ctx, y, tuple(sizes), "")

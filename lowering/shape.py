@@ -135,7 +135,8 @@ def _meta_contiguous(node: torch.fx.Node) -> str | None:
 
 # ---- views -----------------------------------------------------------------------------------
 @register(aten.view.default, aten._unsafe_view.default, aten.reshape.default,
-          aten.view_copy.default, aten._reshape_copy.default, aten._reshape_alias.default)
+          aten.view_copy.default, aten._reshape_copy.default, aten._reshape_alias.default,
+          aten._reshape_alias_copy.default)
 def view(ctx, self, size, stride=None):
     """view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
     _, shape = ctx.out_specs()[0]
@@ -208,7 +209,7 @@ def squeeze_dims(ctx, self, dim):
 
 
 @register(aten.alias.default, aten.alias_copy.default, aten.detach.default,
-          aten.detach_copy.default, aten.lift_fresh_copy.default)
+          aten.detach_copy.default, aten.lift_fresh_copy.default, aten.lift_fresh.default)
 def alias(ctx, self):
     """alias(Tensor(a) self) -> Tensor(a)"""
     return self  # functional graph: the same GE tensor serves every alias
@@ -260,13 +261,14 @@ def _split(ctx, self: Value, dim: int) -> tuple:
     return ys if isinstance(ys, tuple) else (ys,)
 
 
-@register(aten.split_with_sizes.default, aten.split_with_sizes_copy.default)
+@register(aten.split_with_sizes.default, aten.split_with_sizes_copy.default,
+          aten.unsafe_split_with_sizes.default)
 def split_with_sizes(ctx, self, split_sizes, dim=0):
     """split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
     return _split(ctx, self, dim)
 
 
-@register(aten.split.Tensor, aten.split_copy.Tensor)
+@register(aten.split.Tensor, aten.split_copy.Tensor, aten.unsafe_split.Tensor)
 def split_tensor(ctx, self, split_size, dim=0):
     """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
     return _split(ctx, self, dim)

@@ -204,7 +204,30 @@ TRAIN = [
     ("masked_fill", lambda x: x.masked_fill(x > 0, 0.5), [(3, 4)]),
     ("select_scatter", lambda x, s: aten.select_scatter(x, s * 2, 1, 0), [(2, 3), (2,)]),
     ("slice_scatter", lambda x, s: aten.slice_scatter(x, s * 2, 0, 0, 4, 2), [(4, 2), (2, 2)]),
+    ("masked_scatter", lambda x, s: x.masked_scatter(x > 0, s), [(2, 3), (7,)]),
+    ("masked_scatter_bcast", lambda x, s: x.masked_scatter(idx(1, 0, 1).bool(), s),
+     [(2, 3), (2, 4)]),
 ]
+
+
+# backward-only overloads (AOT decomposes them unless a converter exists), called directly
+BACKWARD_OPS = [
+    ("slice_backward", lambda g: aten.slice_backward(g, [5, 3], 0, 1, 100, 2), [(2, 3)]),
+    ("slice_backward_step1", lambda g: aten.slice_backward(g, [2, 6], -1, -4, -1, 1), [(2, 3)]),
+    ("select_backward", lambda g: aten.select_backward(g, [2, 4, 3], 1, -1), [(2, 3)]),
+    ("diagonal_backward", lambda g: aten.diagonal_backward(g, [3, 4], 1, 0, 1), [(3,)]),
+    ("unfold_backward", lambda g: aten.unfold_backward(g, [2, 7], 1, 3, 2), [(2, 3, 3)]),
+    ("unfold_backward_mid", lambda g: aten.unfold_backward(g, [5, 2], 0, 2, 1), [(4, 2, 2)]),
+    ("masked_scatter_backward",
+     lambda g, m: aten.masked_scatter_backward(g, m, [2, 5]), [(2, 3), (3,)]),
+]
+
+
+@pytest.mark.parametrize("fn,shapes", [c[1:] for c in BACKWARD_OPS],
+                         ids=[c[0] for c in BACKWARD_OPS])
+def test_backward_ops(fn, shapes):
+    inputs = [make(s, torch.bool if i else torch.float32) for i, s in enumerate(shapes)]
+    check_fn(fn, *inputs, options=STRICT)
 
 
 @pytest.mark.parametrize("fn,shapes", [c[1:] for c in TRAIN], ids=[c[0] for c in TRAIN])
