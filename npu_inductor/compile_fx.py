@@ -134,13 +134,23 @@ def _compile(gm: torch.fx.GraphModule, config: NpuConfig, kind: str) -> Any:
     lowered, failures = try_lower(gm, name, config)
     report = GraphReport(name, kind)
     if lowered is not None:  # fast path: the whole graph is one GE graph
-        report.ge_graphs.append(_load(lowered, config, before, gm))
-        runner = _boxed(report.ge_graphs[0])
+        runner = _compile_whole(gm, lowered, report, config, before)
     else:
         runner = _compile_partitioned(gm, report, failures, config, before)
+    _warn_fallbacks(report)
     for hook in REPORT_HOOKS:
         hook(report)
     return runner
+
+
+def _compile_whole(gm: torch.fx.GraphModule, lowered: LoweredGraph, report: GraphReport,
+                   config: NpuConfig, fx_before: str | None) -> Any:
+    compiled = _try_load(lowered, config, fx_before, gm, report)
+    if compiled is None:
+        report.module = gm
+        return _boxed_module(gm)
+    report.ge_graphs.append(compiled)
+    return _boxed(compiled)
 
 
 def _load(lowered: LoweredGraph, config: NpuConfig, fx_before: str | None,
@@ -155,12 +165,44 @@ def _load(lowered: LoweredGraph, config: NpuConfig, fx_before: str | None,
     return compiled
 
 
+def _try_load(lowered: LoweredGraph, config: NpuConfig, fx_before: str | None,
+              gm: torch.fx.GraphModule, report: GraphReport) -> CompiledGraph | None:
+    """``_load``; with ``fallback="eager"`` a graph that fails to serialize or load runs
+    in eager instead (None), its nodes reported as fallbacks."""
+    try:
+        return _load(lowered, config, fx_before, gm)
+    except Exception as e:
+        if config.fallback == "error":
+            raise
+        reason = f"GE graph {lowered.graph.name} failed to load: {type(e).__name__}: {e}"
+        log.warning(reason)
+        every_node = {n.name: reason for n in gm.graph.nodes if n.op == "call_function"}
+        report.fallbacks += fallbacks(gm, every_node)
+        return None
+
+
 def _compile_partitioned(gm: torch.fx.GraphModule, report: GraphReport,
                          failures: dict[str, str], config: NpuConfig,
                          fx_before: str | None) -> Any:
     """Lower each GE partition; nodes in ``failures`` (and any node whose converter fails
     inside a partition) run eagerly in the top-level module."""
-    failures = dict(failures)
+    top, parts, lowered = _split_and_lower(gm, report, dict(failures), config)
+    for part, low in zip(parts, lowered):
+        compiled = _try_load(low, config, fx_before, getattr(top, part), report)
+        if compiled is not None:  # else the partition's FX module runs in eager
+            report.ge_graphs.append(compiled)
+            setattr(top, part, GEPartition(compiled))
+    top.recompile()
+    report.module = top
+    if config.dump_dir:
+        folder = Path(config.dump_dir) / report.name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "partitioned.py").write_text(top.print_readable(print_output=False))
+    return _boxed_module(top)
+
+
+def _split_and_lower(gm: torch.fx.GraphModule, report: GraphReport, failures: dict[str, str],
+                     config: NpuConfig) -> tuple[torch.fx.GraphModule, list[str], list]:
     report.fallbacks = fallbacks(gm, failures)
     if config.fallback == "error" and report.fallbacks:
         raise FallbackError(_error_message(gm, report.fallbacks))
@@ -168,25 +210,13 @@ def _compile_partitioned(gm: torch.fx.GraphModule, report: GraphReport,
         top, parts = split(gm, failures)
         try:
             lowered = [lower_graph(getattr(top, p), f"{report.name}_{p}", config) for p in parts]
-            break
+            return top, parts, lowered
         except LoweringError as e:
             if e.node is None or e.node in failures or config.fallback == "error":
                 raise
             failures[e.node] = e.reason
             report.fallbacks = fallbacks(gm, failures)
-    else:
-        raise LoweringError(f"graph {report.name}: partitioning did not converge")
-    for part, low in zip(parts, lowered):
-        report.ge_graphs.append(_load(low, config, fx_before, getattr(top, part)))
-        setattr(top, part, GEPartition(report.ge_graphs[-1]))
-    top.recompile()
-    report.module = top
-    _warn_fallbacks(report)
-    if config.dump_dir:
-        folder = Path(config.dump_dir) / report.name
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "partitioned.py").write_text(top.print_readable(print_output=False))
-    return _boxed_module(top)
+    raise LoweringError(f"graph {report.name}: partitioning did not converge")
 
 
 def _error_message(gm: torch.fx.GraphModule, records: list[Fallback]) -> str:

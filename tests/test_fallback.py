@@ -80,6 +80,25 @@ if BROKEN not in CONVERTERS:
         raise RuntimeError("converter bug for the test")
 
 
+@torch.library.custom_op(f"{OP_NS}::unloadable", mutates_args=())
+def unloadable(x: torch.Tensor) -> torch.Tensor:
+    return x * 5
+
+
+@unloadable.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+UNLOADABLE = torch.ops.npu_fallback_test.unloadable.default
+if UNLOADABLE not in CONVERTERS:
+    @register(UNLOADABLE)
+    def _unloadable_converter(ctx, x):
+        """unloadable(Tensor x) -> Tensor"""
+        # lowers fine, but GE has no DataType for this dtype: serializing the graph fails
+        return ctx.const(torch.zeros(1, dtype=torch.float8_e4m3fnuz), torch.float8_e4m3fnuz)
+
+
 class Softclipped(torch.nn.Module):
     """GE work before and after the converter-less op, with parameters on both sides."""
 
@@ -195,3 +214,22 @@ def test_tuple_outputs_and_getitem_across_islands():
         with record_graphs() as graphs:
             check_fn(fn, torch.randn(4, 3))
     assert graphs
+
+
+def test_graph_that_fails_to_load_runs_in_eager():
+    def fn(x):
+        return softclip(unloadable(x) + 1) * 3
+
+    with record_reports() as reports, pytest.warns(UserWarning, match="failed to load"):
+        check_fn(fn, torch.randn(5))  # the GE graph after softclip still compiles
+    (report,) = reports
+    assert {f.target for f in report.fallbacks} >= {f"{OP_NS}.unloadable.default",
+                                                    "aten.add.Tensor"}
+    assert len(report.ge_graphs) == 1
+
+
+def test_graph_that_fails_to_load_with_fallback_error_raises():
+    compiled = torch.compile(lambda x: unloadable(x) * 2, backend="npu",
+                             options={"fallback": "error"})
+    with pytest.raises(Exception, match="float8_e4m3fnuz"):
+        compiled(torch.randn(3))
