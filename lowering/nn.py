@@ -76,3 +76,23 @@ def cdist_forward(ctx, x1, x2, p, compute_mode):
 def cdist_backward(ctx, grad, x1, x2, p, cdist):
     """_cdist_backward(Tensor grad, Tensor x1, Tensor x2, float p, Tensor cdist) -> Tensor"""
     return ctx.op("CdistGrad", [grad, x1, x2, cdist], {"p": float(p)})
+
+
+@register(aten._pdist_forward.default)
+def pdist_forward(ctx, self, p=2.0):
+    """_pdist_forward(Tensor self, float p=2.) -> Tensor"""
+    return ctx.op("Pdist", [self], {"p": float(p)})
+
+
+EMBEDDING_BAG_MODES = ("sum", "mean", "max")
+
+
+@register(aten._embedding_bag.default)
+def embedding_bag(ctx, weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                  per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    """_embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)"""  # noqa: E501
+    return ctx.op("EmbeddingBag", [weight, indices, offsets, per_sample_weights],
+                  {"mode": EMBEDDING_BAG_MODES[mode],
+                   "scale_grad_by_freq": bool(scale_grad_by_freq), "sparse": bool(sparse),
+                   "include_last_offset": bool(include_last_offset),
+                   "padding_idx": int(padding_idx)})

@@ -343,3 +343,19 @@ def col2im(x, output_size, kernel_size=(), dilation=(), padding=(), stride=()):
 @kernel("AdaptiveMaxPool2d")
 def adaptive_max_pool2d(x, output_size=()):
     return aten.adaptive_max_pool2d(x, list(output_size))
+
+
+@kernel("Pdist")
+def pdist(x, p=2.0):
+    return aten._pdist_forward(x, p)
+
+
+_BAG_MODES = {"sum": 0, "mean": 1, "max": 2}
+
+
+@kernel("EmbeddingBag")
+def embedding_bag(weight, indices, offsets=None, per_sample_weights=None, mode="mean",
+                  scale_grad_by_freq=False, sparse=False, include_last_offset=False,
+                  padding_idx=-1):
+    return aten._embedding_bag(weight, indices, offsets, scale_grad_by_freq, _BAG_MODES[mode],
+                               sparse, per_sample_weights, include_last_offset, padding_idx)

@@ -321,3 +321,17 @@ def test_batch_norm_bfloat16_eval():
                                 lambda x: F.adaptive_avg_pool2d(x, 3)])
 def test_pooling_bfloat16(op):
     check_grad(op, torch.randn(1, 3, 6, 6).bfloat16(), **LOW[torch.bfloat16])
+
+
+# ---- pdist, embedding bag -------------------------------------------------------------
+def test_pdist_forward():
+    graphs = check_fn(lambda x: F.pdist(x, 3.0), torch.randn(5, 4))
+    assert "Pdist" in ge_ops(graphs)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_forward(mode):
+    bag = nn.EmbeddingBag(10, 3, mode=mode)
+    with torch.no_grad():
+        graphs = check_fn(bag, torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), torch.tensor([0, 3, 5]))
+    assert "EmbeddingBag" in ge_ops(graphs)
