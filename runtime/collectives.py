@@ -5,11 +5,13 @@ A GE collective names its communicator in the string attr ``group``. Lowering tu
 torch group name an FX graph carries (``'0'`` for the world group) into a GE-valid name
 with ``ge_group_name``: ``hccl_world_group`` for the world group (the name HCCL gives it),
 the torch_npu HCCL communicator name where torch_npu provides one, else
-``hccl_group_<torch group name>``. The registry below maps every name handed out back to
-its ``ProcessGroup``; a name this process never handed out (a graph loaded from a cache)
-is resolved from its spelling. The engine is the process group's backend: ``hccl`` on an
-Ascend device with torch_npu, ``gloo`` on the host device. Rank, world size and
-rendezvous come from the standard ``torchrun`` environment (``init_distributed``).
+``hccl_group_<torch group name>``. ``resolve_group`` maps a name back to its
+``ProcessGroup``: the first and last kinds from their spelling (so a graph loaded from a
+cache, or a process group re-created after a failure, resolves correctly), torch_npu's
+names through the registry ``ge_group_name`` fills. The engine is the process group's
+backend: ``hccl`` on an Ascend device with torch_npu, ``gloo`` on the host device. Rank,
+world size and rendezvous come from the standard ``torchrun`` environment
+(``init_distributed``).
 
 Every collective waits with a deadline (``HCCL_EXEC_TIMEOUT`` seconds when set, else the
 timeout the process group was created with), and any failure, a peer that died or a
@@ -118,10 +120,8 @@ def ge_group_name(group: Any) -> str:
 
 
 def resolve_group(name: str) -> Any:
-    """The ``ProcessGroup`` a GE ``group`` attr names."""
-    pg = _GROUPS.get(name)
-    if pg is not None:
-        return pg
+    """The ``ProcessGroup`` a GE ``group`` attr names. Names that spell a torch group are
+    looked up in c10d each time, so a re-created process group is never served stale."""
     if not dist.is_initialized():
         raise CollectiveError(f"GE collective on group {name!r}: torch.distributed is not "
                               f"initialized (call npu_inductor.runtime.collectives."
@@ -134,7 +134,10 @@ def resolve_group(name: str) -> Any:
         except (ValueError, RuntimeError) as e:
             raise CollectiveError(f"communicator group {name!r}: no such torch process group "
                                   f"in this process ({e})") from e
-    raise CollectiveError(f"unknown communicator group {name!r}; known: {sorted(_GROUPS)}")
+    pg = _GROUPS.get(name)  # torch_npu HCCL communicator names
+    if pg is None:
+        raise CollectiveError(f"unknown communicator group {name!r}; known: {sorted(_GROUPS)}")
+    return pg
 
 
 def group_size(group: Any) -> int:
