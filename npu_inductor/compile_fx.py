@@ -30,6 +30,9 @@ from npu_inductor.graph_passes.partition import Fallback, fallbacks, split
 from npu_inductor.lowering import LoweredGraph, LoweringError, lower_graph
 from npu_inductor.lowering.lower import describe, try_lower
 from npu_inductor.runtime import get_device
+from npu_inductor.runtime.allocator import AllocatorError
+from npu_inductor.runtime.device import DeviceError
+from npu_inductor.runtime.memory import DeviceMemoryError
 
 log = logging.getLogger("npu_inductor")
 _GRAPH_IDS = itertools.count()
@@ -41,6 +44,8 @@ REPORT_HOOKS: list[Callable[[GraphReport], None]] = []
 # pass already finds converter failures, so more than one round is unexpected).
 MAX_PARTITION_ROUNDS = 8
 _WARNED: set[str] = set()  # op types already warned about (warn once per op type)
+# Failures of the device, not of the graph: loading them in eager would hide the problem.
+_ENVIRONMENT_ERRORS = (DeviceError, DeviceMemoryError, AllocatorError, torch.OutOfMemoryError)
 
 
 class FallbackError(LoweringError):
@@ -171,6 +176,8 @@ def _try_load(lowered: LoweredGraph, config: NpuConfig, fx_before: str | None,
     in eager instead (None), its nodes reported as fallbacks."""
     try:
         return _load(lowered, config, fx_before, gm)
+    except _ENVIRONMENT_ERRORS:
+        raise
     except Exception as e:
         if config.fallback == "error":
             raise
