@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from npu_inductor.buckets import REPORTS as bucket_reports
+from npu_inductor.buckets import BucketReport
 from npu_inductor.compile_fx import REPORT_HOOKS, GraphReport, quiet_fallbacks
 from npu_inductor.graph_passes.partition import Fallback
 
@@ -46,6 +48,7 @@ class ExplainReport:
     graph_breaks: list[GraphBreak] = field(default_factory=list)
     ge_graphs: list[GEGraphSummary] = field(default_factory=list)
     fallbacks: list[Fallback] = field(default_factory=list)
+    buckets: list[BucketReport] = field(default_factory=list)
 
     @property
     def fallback_counts(self) -> dict[str, int]:
@@ -53,7 +56,8 @@ class ExplainReport:
         return dict(Counter(f.target for f in self.fallbacks))
 
     def __str__(self) -> str:
-        return "\n".join([*self._dynamo_lines(), *self._ge_lines(), *self._fallback_lines()])
+        return "\n".join([*self._dynamo_lines(), *self._ge_lines(), *self._fallback_lines(),
+                          *self._bucket_lines()])
 
     def _dynamo_lines(self) -> list[str]:
         lines = [f"Dynamo graphs: {self.dynamo_graph_count}",
@@ -77,6 +81,15 @@ class ExplainReport:
             first = next(f for f in self.fallbacks if f.target == target)
             lines.append(f"  {target} x{count}: {first.reason}")
             lines.append(f"       at {first.source}")
+        return lines
+
+
+    def _bucket_lines(self) -> list[str]:
+        lines = []
+        for b in self.buckets:
+            lines.append(f"Shape buckets on {', '.join(b.dims)}: {b.compiles} compile(s), "
+                         f"{b.calls} call(s), padding overhead {b.padding_overhead:.1%}")
+            lines.extend(f"  compiled exactly: {why}" for why in b.exact_reasons)
         return lines
 
 
@@ -113,6 +126,7 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
     report = ExplainReport()
     _dynamo_part(fn, args, kwargs, report)
     torch._dynamo.reset()
+    first_bucket_report = len(bucket_reports)
     try:
         with _record_reports() as reports, quiet_fallbacks():  # the report lists them
             torch.compile(fn, backend="npu")(*args, **kwargs)
@@ -120,4 +134,5 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
         torch._dynamo.reset()
     report.ge_graphs = _summaries(reports)
     report.fallbacks = [f for r in reports for f in r.fallbacks]
+    report.buckets = bucket_reports[first_bucket_report:]
     return report

@@ -161,3 +161,13 @@ def test_buckets_export_as_atc_gears():
     shapes = dict(s.split(":") for s in report.atc_input_shape.split(";"))
     assert sorted(shapes.values()) == ["-1,8", "8,2"]
     assert report.atc_dynamic_dims == "4;8;16"
+
+
+def test_explain_shows_why_a_size_compiled_exactly():
+    def f(x):
+        return torch.softmax(x, dim=0)
+
+    x = npu_inductor.set_buckets(torch.randn(5, 3), {0: [8]})
+    text = str(npu_inductor.explain(f, x))
+    assert "Shape buckets on L['x'] dim 0" in text
+    assert "compiled exactly" in text and "_softmax" in text
