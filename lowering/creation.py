@@ -119,8 +119,8 @@ def _range(ctx, start: Any, end: Any, step: Any) -> Value:
     cast once to the output dtype."""
     dtype, shape = ctx.out_specs()[0]
     wide = torch.float64 if dtype.is_floating_point else torch.int64
-    consts = [ctx.const(v, wide, name) for v, name in
-              ((start, "start"), (end, "limit"), (step, "delta"))]
+    consts = [cast(ctx, v, wide) if isinstance(v, Value) else ctx.const(v, wide, name)
+              for v, name in ((start, "start"), (end, "limit"), (step, "delta"))]
     y = ctx.op("Range", consts, out=(wide, shape), suffix="range" if wide != dtype else "")
     return cast(ctx, y, dtype)
 
@@ -128,8 +128,9 @@ def _range(ctx, start: Any, end: Any, step: Any) -> Value:
 def _integral_args(node: torch.fx.Node) -> str | None:
     reason = _cpu_defaults(node)
     dtype = node.meta["val"].dtype
+    # symbolic sizes (FX nodes computing SymInts) are integers too
     if reason is None and not dtype.is_floating_point and \
-            not all(isinstance(a, int) for a in node.args):
+            not all(isinstance(a, (int, torch.fx.Node)) for a in node.args):
         return "integer arange with non-integral bounds"
     return reason
 

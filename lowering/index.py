@@ -25,9 +25,11 @@ from npu_inductor.lowering.shape import (
     dim_const,
     move,
     reshape,
+    static_dims,
     strided_slice,
     transpose,
 )
+from npu_inductor.lowering.symbolic import DynamicShapeError
 
 aten = torch.ops.aten
 
@@ -52,6 +54,8 @@ def _layout(self: Value, indices: Sequence[Value | None]) -> tuple[list[int], tu
 def _normalized(ctx, index: Value, size: int) -> Value:
     """Negative indices wrapped: a lookup into ``arange(size)`` with GatherV2's
     negative-index support."""
+    if size < 0:
+        raise DynamicShapeError("wrapping negative indices needs the indexed dim's static size")
     table = ctx.const(torch.arange(size), torch.int64, "table")
     return ctx.op("GatherV2", [table, cast(ctx, index, torch.int64), dim_const(ctx, 0)],
                   {"negative_index_support": True}, out=(torch.int64, index.shape),
@@ -137,6 +141,7 @@ def index_select(ctx, self, dim, index):
 @register(aten.take.default)
 def take(ctx, self, index):
     """take(Tensor self, Tensor index) -> Tensor"""
+    static_dims(ctx, self, index)
     flat = reshape(ctx, self, (math.prod(self.shape),), "flat")
     return move(ctx, "GatherV2", [flat, cast(ctx, index, torch.int64), dim_const(ctx, 0)],
                 {"negative_index_support": True})
@@ -267,6 +272,7 @@ def index_fill_tensor(ctx, self, dim, index, value):
 # ---- functional scatters of views (functionalized in-place updates) -------------------------
 def _slice_scatter(ctx, self: Value, src: Value, dim: int, start: int, end: int,
                    step: int) -> Value:
+    static_dims(ctx, self, src)
     src = cast(ctx, src, self.dtype)
     n = self.shape[dim]
     if step != 1:
@@ -304,6 +310,7 @@ def select_scatter(ctx, self, src, dim, index):
 
 def _flat_scatter(ctx, self: Value, src: Value, positions: torch.Tensor) -> Value:
     """Writes ``src`` at the flat ``positions`` of ``self`` (TensorScatterUpdate)."""
+    static_dims(ctx, self, src)
     flat = reshape(ctx, self, (math.prod(self.shape),), "flat")
     idx = ctx.const(positions.reshape(-1, 1), torch.int64, "positions")
     updates = reshape(ctx, cast(ctx, src, self.dtype), (positions.numel(),), "src")
@@ -320,6 +327,7 @@ def _positions(shape: Sequence[int]) -> torch.Tensor:
 def diagonal_scatter(ctx, self, src, offset=0, dim1=0, dim2=1):
     """diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1)
     -> Tensor"""
+    static_dims(ctx, self)
     positions = _positions(self.shape).diagonal(offset, dim1, dim2)
     return _flat_scatter(ctx, self, src, positions)
 
@@ -335,6 +343,7 @@ def _self_contiguous(node: torch.fx.Node) -> str | None:
 def as_strided_scatter(ctx, self, src, size, stride, storage_offset=None):
     """as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride,
     SymInt? storage_offset=None) -> Tensor"""
+    static_dims(ctx, self)
     positions = _positions(self.shape).as_strided(size, stride, storage_offset or 0)
     return _flat_scatter(ctx, self, src, positions)
 
@@ -442,6 +451,7 @@ def _flat_index(ctx, self: Value, index: Value) -> Value:
 @register(aten.put.default)
 def put(ctx, self, index, source, accumulate=False):
     """put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
+    static_dims(ctx, self, index, source)
     flat = reshape(ctx, self, (math.prod(self.shape),), "flat")
     updates = reshape(ctx, cast(ctx, source, self.dtype), (math.prod(source.shape),), "src")
     ge_type = "ScatterNonAliasingAdd" if accumulate else "TensorScatterUpdate"
@@ -539,6 +549,7 @@ def unfold_backward(ctx, grad_in, input_sizes, dim, size, step):
 @register(aten.masked_scatter_backward.default, dynamic=False)
 def masked_scatter_backward(ctx, grad_output, mask, sizes):
     """masked_scatter_backward(Tensor grad_output, Tensor mask, SymInt[] sizes) -> Tensor"""
+    static_dims(ctx, grad_output, mask)
     n, shape = math.prod(sizes), broadcast_shape(grad_output.shape, mask.shape)
     m = math.prod(shape)
     g = reshape(ctx, broadcast_to(ctx, grad_output, shape, "grad"), (m,), "grad_flat")

@@ -19,7 +19,7 @@ from npu_inductor.ge.ir import Value
 from npu_inductor.ge.op_specs import OpSpecError, get_spec
 from npu_inductor.lowering.helpers import cast, int_list, norm_axis
 from npu_inductor.lowering.registry import register
-from npu_inductor.lowering.symbolic import is_symbolic, shape_value
+from npu_inductor.lowering.symbolic import DynamicShapeError, is_symbolic, shape_value
 
 aten = torch.ops.aten
 
@@ -109,16 +109,31 @@ def clamp_slice(n: int, start: int | None, end: int | None) -> tuple[int, int]:
     return start, min(max(end, start), n)
 
 
+def _ints(ctx, values: Sequence[int], suffix: str) -> Value:
+    """An int64 1-D Const of literal values (``-1`` here is an index, never a dynamic dim)."""
+    return ctx.const(torch.tensor(list(values), dtype=torch.int64), torch.int64, suffix)
+
+
 def strided_slice(ctx, x: Value, axes: Sequence[int], begins: Sequence[int],
-                  ends: Sequence[int], steps: Sequence[int], suffix: str = "slice") -> Value:
-    """``StridedSliceV2`` over ``axes`` with already-clamped bounds."""
-    shape = list(x.shape)
-    for a, b, e, s in zip(axes, begins, ends, steps):
-        shape[a] = max(0, math.ceil((e - b) / s))
-    return move(ctx, "StridedSliceV2", [x, int_list(ctx, begins, "begin"),
-                                        int_list(ctx, ends, "end"), int_list(ctx, axes, "axes"),
-                                        int_list(ctx, steps, "strides")],
+                  ends: Sequence[int], steps: Sequence[int], suffix: str = "slice",
+                  shape: Sequence[int] | None = None) -> Value:
+    """``StridedSliceV2`` over ``axes``; ``shape`` (else computed from the already-clamped
+    bounds) is the result's."""
+    if shape is None:
+        shape = list(x.shape)
+        for a, b, e, s in zip(axes, begins, ends, steps):
+            shape[a] = max(0, math.ceil((e - b) / s))
+    return move(ctx, "StridedSliceV2", [x, _ints(ctx, begins, "begin"), _ints(ctx, ends, "end"),
+                                        _ints(ctx, axes, "axes"), _ints(ctx, steps, "strides")],
                 out=(x.dtype, tuple(shape)), suffix=suffix)
+
+
+def static_dims(ctx, *values: Value, dim: int | None = None) -> None:
+    """Converters that compute with sizes (all, or only ``dim``'s) need them static: a
+    dynamic dim sends the node to eager instead of building a wrong graph."""
+    if any(d < 0 for v in values for d in (v.shape if dim is None else v.shape[dim:dim + 1])):
+        raise DynamicShapeError(f"{ctx.node.target}: needs static sizes, got "
+                                f"{[list(v.shape) for v in values]}")
 
 
 def dim_const(ctx, dim: int, dtype: torch.dtype = torch.int64, suffix: str = "dim") -> Value:
@@ -278,16 +293,24 @@ def split_tensor(ctx, self, split_size, dim=0):
 def unbind(ctx, self, dim=0):
     """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
     dim = norm_axis(dim, self.rank)
+    static_dims(ctx, self, dim=dim)
     ys = move(ctx, "Unpack", [self], {"num": self.shape[dim], "axis": dim})
     return ys if isinstance(ys, tuple) else (ys,)
 
 
 # ---- slicing ---------------------------------------------------------------------------------
-@register(aten.slice.Tensor, aten.slice_copy.Tensor, dynamic=False)
+_INT64_MAX = 2**63 - 1
+
+
+@register(aten.slice.Tensor, aten.slice_copy.Tensor)
 def slice_tensor(ctx, self, dim=0, start=None, end=None, step=1):
     """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None,
     SymInt step=1) -> Tensor(a)"""
     dim = norm_axis(dim, self.rank)
+    if self.shape[dim] < 0:  # dynamic: GE clamps like Python; the meta has the result shape
+        stop = _INT64_MAX if end is None else min(end, _INT64_MAX)
+        return strided_slice(ctx, self, [dim], [start or 0], [stop], [step], suffix="",
+                             shape=ctx.out_specs()[0][1])
     begin, stop = clamp_slice(self.shape[dim], start, end)
     if (begin, stop, step) == (0, self.shape[dim], 1):
         return self
@@ -298,17 +321,21 @@ def slice_tensor(ctx, self, dim=0, start=None, end=None, step=1):
 def narrow_copy(ctx, self, dim, start, length):
     """narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor"""
     dim = norm_axis(dim, self.rank)
+    static_dims(ctx, self, dim=dim)
     begin = start + self.shape[dim] if start < 0 else start
     return strided_slice(ctx, self, [dim], [begin], [begin + length], [1], suffix="")
 
 
-@register(aten.select.int, aten.select_copy.int, dynamic=False)
+@register(aten.select.int, aten.select_copy.int)
 def select_int(ctx, self, dim, index):
     """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
     dim = norm_axis(dim, self.rank)
-    index = index + self.shape[dim] if index < 0 else index
+    n = self.shape[dim]
+    index = index + n if index < 0 and n >= 0 else index
+    # a negative index left (dynamic dim) counts from the end, as GatherV2 allows
+    attrs = {"negative_index_support": True} if index < 0 else {}
     index = ctx.const(torch.tensor(index), torch.int64, "index")
-    return move(ctx, "GatherV2", [self, index, dim_const(ctx, dim)])
+    return move(ctx, "GatherV2", [self, index, dim_const(ctx, dim)], attrs)
 
 
 @register(aten.as_strided.default, aten.as_strided_copy.default, capability=_meta_contiguous)
@@ -334,6 +361,7 @@ def diagonal(ctx, self, offset=0, dim1=0, dim2=1):
 def unfold(ctx, self, dimension, size, step):
     """unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
     dim = norm_axis(dimension, max(self.rank, 1))
+    static_dims(ctx, self, dim=dim)
     x = reshape(ctx, self, (1,)) if self.rank == 0 else self
     windows = (x.shape[dim] - size) // step + 1
     idx = torch.arange(windows).unsqueeze(1) * step + torch.arange(size)
@@ -390,6 +418,7 @@ def _pad(ctx, x: Value, pad: Sequence[int], mode: str, value: Any = None) -> Val
     pairs = [(0, 0)] * (x.rank - len(pad) // 2)
     pairs += [(pad[2 * i], pad[2 * i + 1]) for i in reversed(range(len(pad) // 2))]
     if any(b < 0 or a < 0 for b, a in pairs):
+        static_dims(ctx, x)
         axes = [d for d, (b, a) in enumerate(pairs) if b < 0 or a < 0]
         x = strided_slice(ctx, x, axes, [max(-pairs[d][0], 0) for d in axes],
                           [x.shape[d] - max(-pairs[d][1], 0) for d in axes], [1] * len(axes),
@@ -435,6 +464,7 @@ def _pad_positions(n: int, before: int, after: int, mode: str) -> torch.Tensor:
 def _pad_backward(ctx, grad: Value, self: Value, padding: Sequence[int], mode: str) -> Value:
     """Sums the gradient of every padded position into the input position it read, one
     padded dim at a time (ScatterElements with ``add`` into zeros)."""
+    static_dims(ctx, grad, self)
     for i in range(len(padding) // 2):
         d = self.rank - 1 - i
         before, after = padding[2 * i], padding[2 * i + 1]

@@ -231,3 +231,36 @@ VARIANTS = [
 @pytest.mark.parametrize("fn,shapes", [c[1:] for c in VARIANTS], ids=[c[0] for c in VARIANTS])
 def test_copy_variants(fn, shapes):
     check_fn(fn, *[make(s) for s in shapes], options=STRICT)
+
+
+DYNAMIC = [
+    ("cat_slice", lambda x: torch.cat([x, x], 0)[1:-1] * 2),
+    ("select_neg", lambda x: x[-1] * 2),
+    ("expand", lambda x: x.unsqueeze(0).expand(3, -1, -1) * 2),
+    ("split", lambda x: torch.split(x, 1, 1)[0] * 2),
+    ("arange", lambda x: x * torch.arange(x.shape[0]).unsqueeze(1)),
+    ("zeros_like", lambda x: torch.zeros_like(x) + x),
+    ("index", lambda x: x[torch.tensor([0, -1])] * 2),
+    ("pad", lambda x: torch.nn.functional.pad(x, [1, 1]) * 2),
+    ("flip_stack", lambda x: torch.stack([x, torch.flip(x, [0])]) * 2),
+]
+
+
+@pytest.mark.parametrize("fn", [c[1] for c in DYNAMIC], ids=[c[0] for c in DYNAMIC])
+def test_dynamic_dims(fn):
+    """One graph with a dynamic leading dim serves several sizes."""
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="npu", dynamic=True, options=STRICT)
+    for n in (3, 5):
+        x = torch.randn(n, 2)
+        torch.testing.assert_close(compiled(x), fn(x))
+
+
+def test_unbind_static_dim_of_dynamic_tensor():
+    """Only the unbound dim must be static; the others may stay dynamic."""
+    torch._dynamo.reset()
+    fn = lambda x: [t * 2 for t in torch.unbind(x, 1)]  # noqa: E731
+    compiled = torch.compile(fn, backend="npu", dynamic=True, options=STRICT)
+    for n in (3, 5):
+        x = torch.randn(n, 2)
+        torch.testing.assert_close(compiled(x), fn(x))
