@@ -30,7 +30,14 @@ import torch
 from npu_inductor.ge.ir import Graph, OpNode
 from npu_inductor.ge.op_specs import get_spec
 from npu_inductor.runtime.kernels import KERNELS, OUT_KERNELS
-from npu_inductor.runtime.memory_plan import VIEW_OPS, MemoryPlan, PlanError, PlanStep, plan_memory
+from npu_inductor.runtime.memory_plan import (
+    ALIAS_OPS,
+    VIEW_OPS,
+    MemoryPlan,
+    PlanError,
+    PlanStep,
+    plan_memory,
+)
 
 
 class HostExecutionError(RuntimeError):
@@ -55,6 +62,7 @@ class Bound:
     use_out: bool                  # call the kernel with out= (single output)
     dests: tuple[tuple, ...]       # per output: ("ws", slot) | ("graph",) | ("keep",) | ("drop",)
     frees: tuple[int, ...]
+    detach: bool = False           # a planned output overlaps a planned input's bytes
 
 
 def _arg_layout(op: OpNode, slot_of: dict[str, int]) -> tuple:
@@ -162,7 +170,8 @@ class HostModel:
             for s in st.outs:
                 if s in graph_outs:
                     dests[s] = ("graph",)
-                elif not planned or (st.op.type in VIEW_OPS and dests.get(src, ("x",))[0] != "ws"):
+                elif not planned or st.op.type in ALIAS_OPS or (
+                        st.op.type in VIEW_OPS and dests.get(src, ("x",))[0] != "ws"):
                     dests[s] = ("keep",) if reads.get(s) else ("drop",)
                 elif reads.get(s) or _can_out(st):
                     dests[s] = ("ws", s)
@@ -178,7 +187,8 @@ class HostModel:
                 self.plan_error = str(e)
                 return self._bind(planned=False)
         frees = _frees(self.steps, dests, graph_outs | external)
-        return [Bound(st, u, tuple(dests[s] for s in st.outs), f)
+        return [Bound(st, u, tuple(dests[s] for s in st.outs), f,
+                      not u and _shares_bytes(st, self.plan))
                 for st, u, f in zip(self.steps, use_out, frees)]
 
     def _plan_steps(self, use_out: list[bool]) -> list[PlanStep]:
@@ -270,7 +280,7 @@ def _run_step(b: Bound, vals: list[Any], views: dict[int, torch.Tensor],
         return
     result = st.fn(*args, **st.attrs)
     results = (result,) if len(st.outs) == 1 else tuple(result)
-    if ws_ptr is not None:
+    if b.detach:
         results = _detach_overlaps(results, b, views, ws_ptr)
     for s, dest, r, sig in zip(st.outs, b.dests, results, st.sigs):
         kind = dest[0]
@@ -302,7 +312,7 @@ def _hand_over(r: torch.Tensor, sig: tuple, args: list[Any], ws_ptr: int | None)
         raise HostExecutionError(f"kernel produced shape {tuple(r.shape)}, the GE graph "
                                  f"declares {tuple(shape)}")
     if shared or not r.is_contiguous() or (dtype is not None and r.dtype != dtype):
-        out = torch.empty(shape, dtype=dtype or r.dtype)
+        out = torch.empty(r.shape, dtype=dtype or r.dtype)  # r.shape: -1 dims resolved
         return out.copy_(r)
     return r
 
@@ -310,6 +320,19 @@ def _hand_over(r: torch.Tensor, sig: tuple, args: list[Any], ws_ptr: int | None)
 def _shape_matches(actual: Sequence[int], declared: Sequence[int]) -> bool:
     """A declared ``-1`` (dynamic) dim matches any size."""
     return len(actual) == len(declared) and all(d in (-1, a) for a, d in zip(actual, declared))
+
+
+def _shares_bytes(st: Step, plan: MemoryPlan | None) -> bool:
+    """Whether a planned output of ``st`` overlaps a planned input (a result viewing that
+    input must then be cloned before it is copied into place)."""
+    if plan is None:
+        return False
+    def span(s: int) -> tuple[int, int]:
+        return plan.offsets[s], plan.offsets[s] + plan.nbytes[s]
+    outs = [span(s) for s in st.outs if s in plan.offsets]
+    reads = [plan.aliases.get(s, s) for s in _flat(st.args)]
+    ins = [span(s) for s in reads if s in plan.offsets]
+    return any(a < d and c < b for a, b in outs for c, d in ins)
 
 
 def _byte_range(t: torch.Tensor) -> tuple[int, int]:
@@ -323,17 +346,18 @@ def _byte_range(t: torch.Tensor) -> tuple[int, int]:
 def _detach_overlaps(results: tuple, b: Bound, views: dict[int, torch.Tensor],
                      ws_ptr: int) -> tuple:
     """Clone results that view workspace bytes this step is about to overwrite."""
+    in_ws = [i for i, r in enumerate(results)
+             if isinstance(r, torch.Tensor) and r.untyped_storage().data_ptr() == ws_ptr]
+    if not in_ws:
+        return results  # fresh memory: the usual case
     dsts = [_byte_range(views[d[1]]) for d in b.dests if d[0] == "ws"]
-    if not dsts:
-        return results
-    out = []
-    for r in results:
-        if isinstance(r, torch.Tensor) and r.untyped_storage().data_ptr() == ws_ptr:
-            lo, hi = _byte_range(r)
-            if any(lo < dhi and dlo < hi and not (lo == dlo and r.is_contiguous())
-                   for dlo, dhi in dsts):
-                r = r.clone()
-        out.append(r)
+    out = list(results)
+    for i in in_ws:
+        r = out[i]
+        lo, hi = _byte_range(r)
+        if any(lo < dhi and dlo < hi and not (lo == dlo and r.is_contiguous())
+               for dlo, dhi in dsts):
+            out[i] = r.clone()
     return tuple(out)
 
 

@@ -12,6 +12,9 @@ Tensors are grouped into *buffers* before placement:
 
 * **views**: the output of a view op (``Reshape``, ``Squeeze``, ...) shares its input's
   buffer (same bytes, no copy), which stays alive as long as any view of it;
+* **aliases**: results of ``ALIAS_OPS`` (``Transpose``, ``SplitV``, ``BroadcastTo``...) stay
+  the kernel's strided view of input 0; they have no bytes of their own, and reading them
+  counts as reading the viewed buffer;
 * **in place**: an elementwise ``out=`` op whose same-shape, same-dtype input dies at this
   step writes its output over that input (``torch.add(x, y, out=x)``).
 
@@ -29,7 +32,7 @@ maximum over time of the bytes alive; the naive size is the sum of all tensors.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +42,10 @@ ALIGN = 64  # bytes: a cache line, enough for every dtype and for vectorised ker
 VIEW_OPS = frozenset({"Reshape", "Squeeze", "SqueezeV2", "SqueezeV3", "Unsqueeze",
                       "UnsqueezeV2", "UnsqueezeV3", "ExpandDims", "Flatten", "FlattenV2",
                       "Identity"})
+# Ops whose results the host keeps as (strided) views of input 0 rather than copying them
+# into bytes of their own; reads of such a result count as reads of the viewed buffer.
+ALIAS_OPS = frozenset({"SplitV", "Split", "SplitD", "SplitVD", "BroadcastTo", "Transpose",
+                       "TransposeD", "StridedSlice", "StridedSliceV2", "Slice", "SliceD"})
 # Elementwise ops: an out= kernel may write over a same-shaped, same-dtype input.
 INPLACE_OPS = frozenset({"Add", "AddV2", "Sub", "Mul", "RealDiv", "Div", "Neg", "Relu",
                          "Exp", "Log", "Sqrt", "Rsqrt", "Tanh", "Sigmoid", "Maximum",
@@ -62,6 +69,7 @@ class PlanStep:
     out_sigs: tuple[Any, ...] = ()       # (dtype, shape) per output, for in-place checks
     in_sigs: tuple[Any, ...] = ()        # (dtype, shape) per entry of ``ins``
     writes_early: bool = False           # out= kernel: writes while reading
+    alias_roots: tuple[int, ...] = ()    # buffers read through an ALIAS_OPS view (derived)
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,7 @@ class MemoryPlan:
     naive_bytes: int
     algorithm: str
     views: dict[int, int] = field(default_factory=dict)    # view slot -> root slot
+    aliases: dict[int, int] = field(default_factory=dict)  # ALIAS_OPS result -> slot viewed
     inplace: dict[int, int] = field(default_factory=dict)  # output slot -> input slot reused
 
     @property
@@ -97,6 +106,7 @@ class MemoryPlan:
             "naive_bytes": self.naive_bytes, "ratio_to_lower_bound": round(self.ratio, 4),
             "algorithm": self.algorithm, "alignment": ALIGN,
             "views": {str(k): v for k, v in self.views.items()},
+            "aliases": {str(k): v for k, v in self.aliases.items()},
             "inplace": {str(k): v for k, v in self.inplace.items()},
             "buffers": [{"slots": list(b.slots), "offset": b.offset, "size": b.size,
                          "live": [b.start, b.end]} for b in self.buffers],
@@ -124,6 +134,23 @@ class _Groups:
 
     def join(self, member: int, root: int) -> None:
         self.root[member] = self.find(root)
+
+
+def resolve_aliases(steps: list[PlanStep], planned: set[int]) -> tuple[list[PlanStep], dict]:
+    """Rewrite reads of ALIAS_OPS results (not planned themselves) into reads of the
+    planned slot they view, so that slot outlives them."""
+    root: dict[int, int] = {}
+    out = []
+    for st in steps:
+        ins = tuple(root.get(s, s) for s in st.ins)
+        touched = tuple(root[s] for s in st.ins if s in root)
+        if touched:
+            st = replace(st, ins=ins, alias_roots=touched)
+        # a view of a view stays an alias (e.g. Reshape of a Transpose result)
+        if st.op_type in ALIAS_OPS | VIEW_OPS and ins and ins[0] in planned:
+            root.update((s, ins[0]) for s in st.outs if s not in planned)
+        out.append(st)
+    return out, root
 
 
 def _last_reads(steps: list[PlanStep]) -> dict[int, int]:
@@ -168,6 +195,8 @@ def _inplace_source(st: PlanStep, planned: set[int], groups: _Groups,
         if s not in planned or sig != st.out_sigs[0]:
             continue
         r = groups.find(s)
+        if any(groups.find(a) == r for a in st.alias_roots):
+            continue  # read through a strided view too: elements would be overwritten
         # another input viewing the same bytes under another shape would be overwritten
         if last_of_group.get(r) == i and all(o == s or o not in planned or groups.find(o) != r
                                              for o in st.ins):
@@ -240,6 +269,7 @@ def _span(placed: list[Buffer]) -> int:
 
 def plan_memory(steps: list[PlanStep], planned: set[int]) -> MemoryPlan:
     """Plan the ``planned`` slots (intermediates) of ``steps`` into one workspace."""
+    steps, aliases = resolve_aliases(steps, planned)
     nbytes: dict[int, int] = {}
     for st in steps:
         for s, n in zip(st.outs, st.out_nbytes):
@@ -256,7 +286,7 @@ def plan_memory(steps: list[PlanStep], planned: set[int]) -> MemoryPlan:
     offsets = {s: b.offset for b in placed for s in b.slots}
     naive = sum(align(nbytes[s]) for s in planned if s not in views and s not in inplace)
     return MemoryPlan(offsets, nbytes, placed, _span(placed), lower_bound(buffers), naive,
-                      algorithm, views, inplace)
+                      algorithm, views=views, inplace=inplace, aliases=aliases)
 
 
 # ---- validation (independent of the buffer grouping above) ---------------------------------
@@ -290,6 +320,7 @@ def _related(a: int, b: int, plan: MemoryPlan) -> bool:
 def validate(steps: list[PlanStep], plan: MemoryPlan) -> None:
     """Raise PlanError if two tensors alive at the same time share workspace bytes, or a
     tensor lies outside the workspace."""
+    steps, _ = resolve_aliases(steps, set(plan.offsets))
     life = _slot_lives(steps, plan)
     spans = {s: (off, off + plan.nbytes[s]) for s, off in plan.offsets.items()}
     for s, (lo, hi) in spans.items():
