@@ -109,6 +109,8 @@ def _strip_gqa(m: _Match, node: Node) -> Node:
     b, h, s, d = shape(kv)
     if list(exp.args[1])[:2] != [b, h] or list(exp.args[1])[3:] != [s, d]:
         return node
+    if list(shape(node)) != [b, h * list(exp.args[1])[2], s, d]:
+        return node
     m.inner += [node, exp, uns]
     return kv
 
@@ -126,10 +128,15 @@ def _key_operand(m: _Match, kt: Node) -> Operand | None:
     return Operand(base, pk)
 
 
+def _merges_heads(flat: tuple, full: tuple) -> bool:
+    """``flat`` is ``full`` [B, N, S, D] with B and N merged: [B*N, S, D]."""
+    return len(full) == 4 and list(flat) == [full[0] * full[1], *full[2:]]
+
+
 def _bmm_operand(m: _Match, node: Node) -> Node | None:
     """view(x, [B*N, S, D]) -> x (4-D)."""
     x = m.strip_view(node)
-    return x if x is not None and len(shape(x)) == 4 else None
+    return x if x is not None and _merges_heads(shape(node), shape(x)) else None
 
 
 def _logits(m: _Match, logits: Node) -> tuple[Node, Node | None] | None:
@@ -181,6 +188,8 @@ def match_attention(out: Node) -> dict | None:
                                                                    aten.bmm.default):
         return None
     bmm2 = out.args[0]
+    if not _merges_heads(shape(bmm2), shape(out)):
+        return None
     m.inner.append(bmm2)
     p, v4 = _bmm_operand(m, bmm2.args[0]), _bmm_operand(m, bmm2.args[1])
     if p is None or v4 is None:
@@ -193,6 +202,8 @@ def match_attention(out: Node) -> dict | None:
         return None
     s4, mask = found
     bmm1 = m.take(s4)
+    if not is_op(bmm1, aten.bmm.default) or not _merges_heads(shape(bmm1), shape(s4)):
+        return None
     m.inner.append(bmm1)
     q4, kt4 = _bmm_operand(m, bmm1.args[0]), _bmm_operand(m, bmm1.args[1])
     if q4 is None or kt4 is None:

@@ -20,8 +20,10 @@ from __future__ import annotations
 import torch
 
 from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
-from npu_inductor.lowering.helpers import int_list
+from npu_inductor.ge.ir import DYNAMIC_DIM
+from npu_inductor.lowering.context import static_shape
 from npu_inductor.lowering.registry import register
+from npu_inductor.lowering.symbolic import sizes_value, sym_sizes, upper_mask
 
 npu = torch.ops.npu
 # GE's "no limit" for pre_tokens/next_tokens (int32 max).
@@ -41,36 +43,36 @@ def add_rms_norm(ctx, x1, x2, gamma, eps):
     return ctx.op("AddRmsNorm", [x1, x2, gamma], {"epsilon": float(eps)})
 
 
-def _heads(layout: str, q, k) -> tuple[int, int, int, int]:
-    """(num_heads, num_key_value_heads, Sq, Skv) of BNSD / BSND tensors."""
+def _heads(layout: str, q, k) -> tuple:
+    """(num_heads, num_key_value_heads, Sq, Skv) of BNSD / BSND sizes."""
     n_axis, s_axis = (1, 2) if layout == "BNSD" else (2, 1)
-    return q.shape[n_axis], k.shape[n_axis], q.shape[s_axis], k.shape[s_axis]
+    return q[n_axis], k[n_axis], q[s_axis], k[s_axis]
 
 
-def _pse_shift(ctx, mask, n: int, sq: int, skv: int):
-    """An additive mask broadcast to PromptFlashAttention's pse_shift [B or 1, N, Sq, Skv]."""
-    batch = mask.shape[0] if mask.rank == 4 else 1
-    target = (batch, n, sq, skv)
-    if tuple(mask.shape) == target:
+def _pse_shift(ctx, mask, n: int, sq, skv):
+    """An additive mask broadcast to PromptFlashAttention's pse_shift [B or 1, N, Sq, Skv]
+    (sizes are ints or SymInts)."""
+    batch = sym_sizes(ctx, mask)[0] if mask.rank == 4 else 1
+    target = static_shape((batch, n, sq, skv))
+    if tuple(mask.shape) == target and DYNAMIC_DIM not in target:
         return mask
-    return ctx.op("BroadcastTo", [mask, int_list(ctx, target)], out=(mask.dtype, target),
-                  suffix="pse_shift")
+    return ctx.op("BroadcastTo", [mask, sizes_value(ctx, (batch, n, sq, skv))],
+                  out=(mask.dtype, target), suffix="pse_shift")
 
 
 @register(npu.flash_attention.default)
 def flash_attention(ctx, query, key, value, mask, scale, causal, layout):
     """flash_attention(Tensor query, Tensor key, Tensor value, Tensor? mask, float scale, bool causal, str layout) -> Tensor"""  # noqa: E501
-    n, kvh, sq, skv = _heads(layout, query, key)
+    n, kvh, sq, skv = _heads(layout, sym_sizes(ctx, query), sym_sizes(ctx, key))
     common = {"num_heads": n, "scale_value": float(scale), "input_layout": layout,
               "num_key_value_heads": kvh}
-    if sq == 1 and mask is None and not causal:
+    if isinstance(sq, int) and sq == 1 and mask is None and not causal:
         return ctx.op("IncreFlashAttention", [query, [key], [value]], common)
     pse = _pse_shift(ctx, mask, n, sq, skv) if mask is not None else None
     atten_mask = None
     tokens = {"pre_tokens": ALL_TOKENS, "next_tokens": ALL_TOKENS, "sparse_mode": 0}
     if causal:  # 1 = masked; next_tokens=0 states the same band
-        upper = torch.ones(sq, skv, dtype=torch.bool).triu(1)
-        atten_mask = ctx.const(upper.to(query.dtype), query.dtype, suffix="causal_mask")
+        atten_mask = upper_mask(ctx, sq, skv, dtype=query.dtype, suffix="causal_mask")
         tokens["next_tokens"] = 0
     return ctx.op("PromptFlashAttention", [query, key, value, pse, atten_mask],
                   {**common, **tokens})
@@ -113,10 +115,10 @@ def matmul(ctx, x1, x2, bias, transpose_x1, transpose_x2):
                   {"adj_x1": bool(transpose_x1), "adj_x2": bool(transpose_x2)})
 
 
-def _causal_bool_mask(ctx, sq: int, skv: int):
+def _causal_bool_mask(ctx, query, key):
     """FlashAttentionScore's atten_mask for a causal band: bool, True = masked."""
-    upper = torch.ones(sq, skv, dtype=torch.bool).triu(1)
-    return ctx.const(upper, torch.bool, suffix="causal_mask")
+    return upper_mask(ctx, sym_sizes(ctx, query)[2], sym_sizes(ctx, key)[2],
+                      suffix="causal_mask")
 
 
 def _fas_attrs(query, causal: bool, scale: float) -> dict:
@@ -128,7 +130,7 @@ def _fas_attrs(query, causal: bool, scale: float) -> dict:
 @register(npu.flash_attention_score.default)
 def flash_attention_score(ctx, query, key, value, causal, scale):
     """flash_attention_score(Tensor query, Tensor key, Tensor value, bool causal, float scale) -> (Tensor, Tensor, Tensor, Tensor)"""  # noqa: E501
-    mask = _causal_bool_mask(ctx, query.shape[2], key.shape[2]) if causal else None
+    mask = _causal_bool_mask(ctx, query, key) if causal else None
     return ctx.op("FlashAttentionScore", [query, key, value, None, None, None, mask],
                   _fas_attrs(query, causal, scale))
 
@@ -137,7 +139,7 @@ def flash_attention_score(ctx, query, key, value, causal, scale):
 def flash_attention_score_grad(ctx, query, key, value, dy, softmax_max, softmax_sum,
                                attention_in, causal, scale):
     """flash_attention_score_grad(Tensor query, Tensor key, Tensor value, Tensor dy, Tensor softmax_max, Tensor softmax_sum, Tensor attention_in, bool causal, float scale) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
-    mask = _causal_bool_mask(ctx, query.shape[2], key.shape[2]) if causal else None
+    mask = _causal_bool_mask(ctx, query, key) if causal else None
     outs = [*ctx.out_specs(), (query.dtype, (0,))]  # + dpse, empty without pse_shift
     dq, dk, dv, _ = ctx.op("FlashAttentionScoreGrad",
                            [query, key, value, dy, None, None, None, mask, softmax_max,
