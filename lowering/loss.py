@@ -1,7 +1,8 @@
 """Loss converters: NLL (1-d and 2-d), MSE, binary cross-entropy (plain and with logits),
 smooth L1, soft margin -> GE's loss ops and their ``*Grad`` ops.
 
-aten's int ``reduction`` becomes GE's string attr. GE's NLL ops are float32-only and take
+aten's int ``reduction`` becomes GE's string attr; ops without a bfloat16 prototype run in
+float32 (``precision.op_in_float32``). GE's NLL ops are float32-only and take
 (N, C) input: other dtypes run through casts, and ``nll_loss2d`` moves the class axis last
 and flattens the pixels into the batch (and back for the gradient).
 """
@@ -15,6 +16,7 @@ import torch
 from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.helpers import cast, int_list
+from npu_inductor.lowering.precision import op_in_float32
 from npu_inductor.lowering.registry import register
 
 aten = torch.ops.aten
@@ -116,70 +118,66 @@ def _reduction(reduction: int, **floats: float) -> dict:
     return {"reduction": REDUCTIONS[reduction], **{k: float(v) for k, v in floats.items()}}
 
 
+def _loss(ctx: LoweringContext, ge_type: str, self: Value, others: Sequence[Value | None],
+          attrs: dict) -> Value:
+    """``ge_type(self, *others)`` with the others in ``self``'s dtype and shape."""
+    operands = [self, *(_same(ctx, v, self, f"in{i}") for i, v in enumerate(others))]
+    return op_in_float32(ctx, ge_type, operands, attrs)
+
+
 @register(aten.mse_loss.default)
 def mse_loss(ctx, self, target, reduction=1):
     """mse_loss(Tensor self, Tensor target, int reduction=Mean) -> Tensor"""
-    return ctx.op("MseLoss", [self, _same(ctx, target, self, "label")], _reduction(reduction))
+    return _loss(ctx, "MseLoss", self, [target], _reduction(reduction))
 
 
 @register(aten.mse_loss_backward.default)
 def mse_loss_backward(ctx, grad_output, self, target, reduction):
     """mse_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor"""
-    return ctx.op("MseLossGrad", [self, _same(ctx, target, self, "label"),
-                                  _same(ctx, grad_output, self, "dout")], _reduction(reduction))
+    return _loss(ctx, "MseLossGrad", self, [target, grad_output], _reduction(reduction))
 
 
 @register(aten.binary_cross_entropy.default)
 def binary_cross_entropy(ctx, self, target, weight=None, reduction=1):
     """binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=Mean) -> Tensor"""  # noqa: E501
-    return ctx.op("BinaryCrossEntropy", [self, _same(ctx, target, self, "y"),
-                                         _same(ctx, weight, self, "weight")],
-                  _reduction(reduction))
+    return _loss(ctx, "BinaryCrossEntropy", self, [target, weight], _reduction(reduction))
 
 
 @register(aten.binary_cross_entropy_backward.default)
 def binary_cross_entropy_backward(ctx, grad_output, self, target, weight=None, reduction=1):
     """binary_cross_entropy_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, int reduction=Mean) -> Tensor"""  # noqa: E501
-    return ctx.op("BinaryCrossEntropyGrad", [self, _same(ctx, target, self, "y"),
-                                             _same(ctx, grad_output, self, "dout"),
-                                             _same(ctx, weight, self, "weight")],
-                  _reduction(reduction))
+    return _loss(ctx, "BinaryCrossEntropyGrad", self, [target, grad_output, weight],
+                 _reduction(reduction))
 
 
 @register(aten.binary_cross_entropy_with_logits.default)
 def binary_cross_entropy_with_logits(ctx, self, target, weight=None, pos_weight=None,
                                      reduction=1):
     """binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=Mean) -> Tensor"""  # noqa: E501
-    return ctx.op("SigmoidCrossEntropyWithLogitsV2",
-                  [self, _same(ctx, target, self, "target"), _same(ctx, weight, self, "weight"),
-                   _same(ctx, pos_weight, self, "pos_weight")], _reduction(reduction))
+    return _loss(ctx, "SigmoidCrossEntropyWithLogitsV2", self, [target, weight, pos_weight],
+                 _reduction(reduction))
 
 
 @register(aten.smooth_l1_loss.default)
 def smooth_l1_loss(ctx, self, target, reduction=1, beta=1.0):
     """smooth_l1_loss(Tensor self, Tensor target, int reduction=Mean, float beta=1.) -> Tensor"""
-    return ctx.op("SmoothL1LossV2", [self, _same(ctx, target, self, "label")],
-                  _reduction(reduction, sigma=beta))
+    return _loss(ctx, "SmoothL1LossV2", self, [target], _reduction(reduction, sigma=beta))
 
 
 @register(aten.smooth_l1_loss_backward.default)
 def smooth_l1_loss_backward(ctx, grad_output, self, target, reduction, beta):
     """smooth_l1_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float beta) -> Tensor"""  # noqa: E501
-    return ctx.op("SmoothL1LossGradV2", [self, _same(ctx, target, self, "label"),
-                                         _same(ctx, grad_output, self, "dout")],
-                  _reduction(reduction, sigma=beta))
+    return _loss(ctx, "SmoothL1LossGradV2", self, [target, grad_output],
+                 _reduction(reduction, sigma=beta))
 
 
 @register(aten.soft_margin_loss.default)
 def soft_margin_loss(ctx, self, target, reduction=1):
     """soft_margin_loss(Tensor self, Tensor target, int reduction=Mean) -> Tensor"""
-    return ctx.op("SoftMarginLoss", [self, _same(ctx, target, self, "label")],
-                  _reduction(reduction))
+    return _loss(ctx, "SoftMarginLoss", self, [target], _reduction(reduction))
 
 
 @register(aten.soft_margin_loss_backward.default)
 def soft_margin_loss_backward(ctx, grad_output, self, target, reduction):
     """soft_margin_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor"""  # noqa: E501
-    return ctx.op("SoftMarginLossGrad", [self, _same(ctx, target, self, "label"),
-                                         _same(ctx, grad_output, self, "dout")],
-                  _reduction(reduction))
+    return _loss(ctx, "SoftMarginLossGrad", self, [target, grad_output], _reduction(reduction))

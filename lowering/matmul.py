@@ -69,11 +69,15 @@ def baddbmm(ctx, self, batch1, batch2, beta=1, alpha=1):
 @register(aten.addbmm.default)
 def addbmm(ctx, self, batch1, batch2, beta=1, alpha=1):
     """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""  # noqa: E501
-    shape = (batch1.shape[0], batch1.shape[1], batch2.shape[2])
-    prod = ctx.op("BatchMatMulV2", [batch1, batch2], out=(batch1.dtype, shape), suffix="bmm")
-    total = ctx.op("ReduceSum", [prod, int_list(ctx, [0], "axes")], {"keep_dims": False},
-                   out=(prod.dtype, shape[1:]), suffix="sum")
-    return _beta_self_plus_alpha_prod(ctx, self, total, beta, alpha)
+    # sum_b batch1[b] @ batch2[b] is one matmul over the joint (b, k) reduction axis
+    b, n, k = batch1.shape
+    m = batch2.shape[2]
+    lhs = ctx.op("Transpose", [batch1, int_list(ctx, [1, 0, 2], "perm")],
+                 out=(batch1.dtype, (n, b, k)), suffix="nbk")
+    lhs = _reshape(ctx, lhs, (n, b * k), "lhs")
+    rhs = _reshape(ctx, batch2, (b * k, m), "rhs")
+    prod = ctx.op("MatMulV2", [lhs, rhs], out=(batch1.dtype, (n, m)), suffix="mm")
+    return _beta_self_plus_alpha_prod(ctx, self, prod, beta, alpha)
 
 
 def _mv(ctx: LoweringContext, mat: Value, vec: Value) -> Value:

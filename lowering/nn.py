@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from npu_inductor.lowering.helpers import cast, norm_axis
+from npu_inductor.lowering.precision import op_in_float32
 from npu_inductor.lowering.registry import register
 
 aten = torch.ops.aten
@@ -87,12 +88,12 @@ def pdist_forward(ctx, self, p=2.0):
 EMBEDDING_BAG_MODES = ("sum", "mean", "max")
 
 
-@register(aten._embedding_bag.default)
+@register(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
 def embedding_bag(ctx, weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
                   per_sample_weights=None, include_last_offset=False, padding_idx=-1):
     """_embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)"""  # noqa: E501
-    return ctx.op("EmbeddingBag", [weight, indices, offsets, per_sample_weights],
-                  {"mode": EMBEDDING_BAG_MODES[mode],
-                   "scale_grad_by_freq": bool(scale_grad_by_freq), "sparse": bool(sparse),
-                   "include_last_offset": bool(include_last_offset),
-                   "padding_idx": int(padding_idx)})
+    attrs = {"mode": EMBEDDING_BAG_MODES[mode], "scale_grad_by_freq": bool(scale_grad_by_freq),
+             "sparse": bool(sparse), "include_last_offset": bool(include_last_offset),
+             "padding_idx": int(padding_idx)}
+    return op_in_float32(ctx, "EmbeddingBag", [weight, indices, offsets, per_sample_weights],
+                         attrs)

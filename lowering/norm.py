@@ -50,6 +50,19 @@ def batch_norm_functional(ctx, input, weight, bias, running_mean, running_var, t
     return r[0], r[3], r[4], r[1], r[2]
 
 
+@register(aten._batch_norm_with_update_functional.default)
+def batch_norm_with_update(ctx, input, weight, bias, running_mean, running_var, momentum, eps):
+    """_batch_norm_with_update_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""  # noqa: E501
+    c, pdtype = _channels(input), running_mean.dtype
+    y, save_mean, save_rstd, reserve, new_mean, new_var = ctx.out_specs()
+    r = ctx.op("BatchNormV3", [input, _or_fill(ctx, weight, 1.0, (c,), pdtype),
+                               _or_fill(ctx, bias, 0.0, (c,), pdtype), running_mean, running_var],
+               {"epsilon": float(eps), "momentum": float(momentum), "is_training": True},
+               out=[y, new_mean, new_var, save_mean, save_rstd])
+    empty = ctx.const(torch.empty(reserve[1], dtype=reserve[0]), reserve[0], "reserve")
+    return r[0], r[3], r[4], empty, r[1], r[2]
+
+
 @register(aten._native_batch_norm_legit_no_training.default)
 def batch_norm_no_training(ctx, input, weight, bias, running_mean, running_var, momentum, eps):
     """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""  # noqa: E501

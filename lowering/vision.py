@@ -1,11 +1,14 @@
 """Spatial converters: adaptive average pooling, 3-d average pooling, grid sampling
-(each with its backward), all in NCHW / NCDHW."""
+(each with its backward), all in NCHW / NCDHW. bfloat16 grid sampling is left to eager:
+GE has no bfloat16 GridSampler2D, and sampling in float32 moves the sample points away
+from eager's bfloat16 ones."""
 
 from __future__ import annotations
 
 import torch
 
 from npu_inductor.lowering.helpers import cast
+from npu_inductor.lowering.precision import op_in_float32
 from npu_inductor.lowering.registry import register
 
 aten = torch.ops.aten
@@ -89,7 +92,8 @@ def grid_sampler_2d_backward(ctx, grad_output, input, grid, interpolation_mode, 
 @register(aten.adaptive_max_pool2d.default)
 def adaptive_max_pool2d(ctx, self, output_size):
     """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
-    return ctx.op("AdaptiveMaxPool2d", [self], {"output_size": [int(s) for s in output_size]})
+    return op_in_float32(ctx, "AdaptiveMaxPool2d", [self],
+                         {"output_size": [int(s) for s in output_size]})
 
 
 def _im2col_attrs(kernel_size, dilation, padding, stride) -> dict:

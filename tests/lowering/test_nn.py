@@ -335,3 +335,31 @@ def test_embedding_bag_forward(mode):
     with torch.no_grad():
         graphs = check_fn(bag, torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), torch.tensor([0, 3, 5]))
     assert "EmbeddingBag" in ge_ops(graphs)
+
+
+def test_batch_norm_with_update_op():
+    """torch's newer training batch-norm op; returns running stats updated in place."""
+    def fn(x, w, b, rm, rv):
+        out = aten._batch_norm_with_update(x, w, b, rm, rv, 0.2, 1e-5)
+        return out[0], out[1], out[2], rm, rv
+
+    check_fn(fn, torch.randn(4, 3, 5), torch.rand(3) + 0.5, torch.randn(3), torch.randn(3),
+             torch.rand(3) + 0.5)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, t: F.mse_loss(x, t), lambda x, t: F.smooth_l1_loss(x, t, beta=0.5),
+    lambda x, t: F.binary_cross_entropy_with_logits(x, t),
+    lambda x, t: F.binary_cross_entropy(torch.sigmoid(x), t.clamp(0, 1)),
+    lambda x, t: F.soft_margin_loss(x, t.detach().sign())])
+def test_losses_bfloat16_run_in_float32(fn):
+    x, t = torch.randn(3, 4).bfloat16(), torch.rand(3, 4).bfloat16()
+    check_grad(fn, x, t, **LOW[torch.bfloat16])
+
+
+def test_embedding_bag_and_adaptive_max_pool_bfloat16():
+    bag = nn.EmbeddingBag(10, 3, mode="mean").bfloat16()
+    with torch.no_grad():
+        check_fn(bag, torch.tensor([1, 2, 4, 5, 4]), torch.tensor([0, 2]), **LOW[torch.bfloat16])
+    check_fn(lambda x: F.adaptive_max_pool2d(x, 2, return_indices=True),
+             torch.randn(1, 2, 5, 4).bfloat16(), **LOW[torch.bfloat16])
