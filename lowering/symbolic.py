@@ -17,12 +17,13 @@ import torch
 from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
 from npu_inductor.ge import dtypes
-from npu_inductor.ge.ir import Value
+from npu_inductor.ge.ir import DYNAMIC_DIM, Value
 from npu_inductor.lowering.context import LoweringContext, static_shape
-from npu_inductor.lowering.helpers import as_value, int_list
+from npu_inductor.lowering.helpers import as_value, cast, int_list
 from npu_inductor.lowering.registry import register
 
 aten = torch.ops.aten
+prims = torch.ops.prims
 INT = torch.int64
 _SCALAR = (INT, ())
 
@@ -44,6 +45,60 @@ def shape_value(ctx: LoweringContext, sizes: Sequence[Any], suffix: str = "shape
     parts = [scalar(ctx, s) for s in sizes]
     return ctx.op("Pack", [parts], {"axis": 0, "N": len(parts)}, out=(INT, (len(parts),)),
                   suffix=suffix)
+
+
+def sym_sizes(ctx: LoweringContext, x: Value) -> tuple[Any, ...]:
+    """The sizes of a converter input as ints and SymInts, read from the FX node that
+    produced it (a fully static ``x`` needs no lookup)."""
+    if DYNAMIC_DIM not in x.shape:
+        return tuple(x.shape)
+    for n in (*ctx.node.all_input_nodes, ctx.node):
+        val = n.meta.get("val")
+        if ctx.env.get(n) is x and isinstance(val, torch.Tensor):
+            return tuple(val.shape)
+    raise DynamicShapeError(f"{ctx.node.target}: no symbolic sizes for an input of shape "
+                            f"{list(x.shape)}")
+
+
+def sizes_value(ctx: LoweringContext, sizes: Sequence[Any], suffix: str = "shape") -> Value:
+    """``shape_value`` of ints and SymInts (symbolic sizes lowered from their expressions)."""
+    return shape_value(ctx, [sym_value(ctx, s) for s in sizes], suffix)
+
+
+def reshape_to(ctx: LoweringContext, x: Value, sizes: Sequence[Any],
+               suffix: str = "reshape") -> Value:
+    """``Reshape`` to sizes given as ints and SymInts (no op when statically equal)."""
+    shape = static_shape(sizes)
+    if shape == tuple(x.shape) and DYNAMIC_DIM not in shape:
+        return x
+    return ctx.op("Reshape", [x, sizes_value(ctx, sizes)], out=(x.dtype, shape), suffix=suffix)
+
+
+def upper_mask(ctx: LoweringContext, rows: Any, cols: Any, diagonal: int = 1,
+               dtype: torch.dtype = torch.bool, suffix: str = "mask") -> Value:
+    """A ``(rows, cols)`` mask, 1/True where ``col - row >= diagonal`` (``triu``); sizes are
+    ints or SymInts: a ``Const`` when static, else built from ``Range`` at run time."""
+    if DYNAMIC_DIM not in static_shape((rows, cols)):
+        mask = torch.ones(int(rows), int(cols), dtype=torch.bool).triu(diagonal)
+        return ctx.const(mask.to(dtype), dtype, suffix)
+    row = _arange(ctx, rows, f"{suffix}_rows")
+    if diagonal != 1:  # col > row + diagonal - 1
+        row = ctx.op("Add", [row, ctx.const(diagonal - 1, INT)], out=(INT, row.shape),
+                     suffix=f"{suffix}_shift")
+    row = ctx.op("Unsqueeze", [row], {"axes": [1]}, out=(INT, (*row.shape, 1)),
+                 suffix=f"{suffix}_col")
+    col = _arange(ctx, cols, f"{suffix}_cols")
+    col = ctx.op("Unsqueeze", [col], {"axes": [0]}, out=(INT, (1, *col.shape)),
+                 suffix=f"{suffix}_row")
+    mask = ctx.op("Greater", [col, row], out=(torch.bool, static_shape((rows, cols))),
+                  suffix=suffix)
+    return cast(ctx, mask, dtype)
+
+
+def _arange(ctx: LoweringContext, n: Any, suffix: str) -> Value:
+    limit = scalar(ctx, sym_value(ctx, n))
+    return ctx.op("Range", [ctx.const(0, INT), limit, ctx.const(1, INT)],
+                  out=(INT, static_shape((n,))), suffix=suffix)
 
 
 class DynamicShapeError(ValueError):
@@ -145,3 +200,11 @@ def sym_numel(ctx, self):
                    suffix="shape")
     return ctx.op("ReduceProd", [shape, ctx.const([0], INT, "axes")], {"keep_dims": False},
                   out=_SCALAR)
+
+
+@register(prims.convert_element_type.default)
+def convert_element_type(ctx, a, dtype):
+    """convert_element_type(Tensor a, ScalarType dtype) -> Tensor"""
+    # dynamic=True makes Python float attributes (an RMSNorm eps) 0-d float64 graph inputs,
+    # which AOT converts with this prim
+    return cast(ctx, a, dtype)
