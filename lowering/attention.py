@@ -24,6 +24,7 @@ from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.helpers import cast, int_list
 from npu_inductor.lowering.registry import register
+from npu_inductor.lowering.shape import static_dims
 
 aten = torch.ops.aten
 
@@ -41,7 +42,8 @@ class _Dims:
         return self.hq // self.hk
 
 
-def _dims(query: Value, key: Value) -> _Dims:
+def _dims(ctx: LoweringContext, query: Value, key: Value, value: Value) -> _Dims:
+    static_dims(ctx, query, key, value)  # sizes shape the Reshapes and the causal mask
     b, hq, lq, _ = query.shape
     return _Dims(b, hq, key.shape[1], lq, key.shape[2])
 
@@ -116,7 +118,7 @@ def _capability(node: torch.fx.Node) -> str | None:
 def sdpa_flash_cpu(ctx, query, key, value, dropout_p=0.0, is_causal=False, attn_mask=None,
                    scale=None):
     """_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)"""  # noqa: E501
-    d = _dims(query, key)
+    d = _dims(ctx, query, key, value)
     qg = _grouped(ctx, query, d, "q_grouped")
     scores = _scores(ctx, qg, key, d, _scale(query, scale),
                      _mask(ctx, d, query.dtype, is_causal, attn_mask))
@@ -133,7 +135,7 @@ def sdpa_flash_cpu(ctx, query, key, value, dropout_p=0.0, is_causal=False, attn_
 def sdpa_flash_cpu_backward(ctx, grad_out, query, key, value, out, logsumexp, dropout_p,
                             is_causal, attn_mask=None, scale=None):
     """_scaled_dot_product_flash_attention_for_cpu_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, float dropout_p, bool is_causal, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)"""  # noqa: E501
-    d, sc = _dims(query, key), _scale(query, scale)
+    d, sc = _dims(ctx, query, key, value), _scale(query, scale)
     qg = _grouped(ctx, query, d, "q_grouped")
     p = _probs(ctx, _scores(ctx, qg, key, d, sc, _mask(ctx, d, query.dtype, is_causal,
                                                         attn_mask)), d)

@@ -18,6 +18,7 @@ from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.helpers import cast, int_list
 from npu_inductor.lowering.registry import register
+from npu_inductor.lowering.shape import static_dims
 
 aten = torch.ops.aten
 # Conv2DBackpropInput / Conv2DBackpropFilter take no bfloat16: they run in float32.
@@ -55,6 +56,8 @@ def _to_2d(ctx: LoweringContext, v: Value | None, suffix: str) -> Value | None:
     """Insert ``H = 1`` before the last axis of a 1-D conv operand (N,C,L) -> (N,C,1,L)."""
     if v is None or v.rank == 4:
         return v
+    if sum(d < 0 for d in v.shape) > 1:
+        static_dims(ctx, v)  # one Reshape can infer a single dynamic dim only
     shape = (*v.shape[:-1], 1, v.shape[-1])
     return ctx.op("Reshape", [v, int_list(ctx, shape)], out=(v.dtype, shape), suffix=suffix)
 
@@ -104,6 +107,7 @@ def convolution(ctx, input, weight, bias, stride, padding, dilation, transposed,
     attrs = _conv_attrs(stride, padding, dilation, groups)
     shape2d = _shape_2d(out_shape)
     if transposed:
+        static_dims(ctx, x, w)  # the output size becomes a Const input
         y = _backprop_input(ctx, shape2d, w, x, attrs, "")
     elif bias is not None and bias.dtype != torch.bfloat16:
         y = ctx.op("Conv2D", [x, w, bias], attrs, out=(out_dtype, shape2d))
@@ -121,6 +125,7 @@ def convolution_backward(ctx, grad_output, input, weight, bias_sizes, stride, pa
     """convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
     dy, x, w = (_to_2d(ctx, v, s) for v, s in ((grad_output, "dy2d"), (input, "x2d"),
                                                 (weight, "w2d")))
+    static_dims(ctx, dy, x, w)  # input and filter sizes become Const inputs
     attrs = _conv_attrs(stride, padding, dilation, groups)
     grad_input = grad_weight = grad_bias = None
     if output_mask[0]:

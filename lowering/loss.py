@@ -18,6 +18,7 @@ from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.helpers import cast, int_list
 from npu_inductor.lowering.precision import op_in_float32
 from npu_inductor.lowering.registry import register
+from npu_inductor.lowering.shape import static_dims
 
 aten = torch.ops.aten
 REDUCTIONS = ("none", "mean", "sum")  # aten's int reduction -> GE's string
@@ -39,6 +40,7 @@ def _transpose(ctx: LoweringContext, v: Value, perm: Sequence[int], suffix: str)
 
 def _classes_last(ctx: LoweringContext, x: Value) -> Value:
     """(N, C, d1..dk) -> (N * d1 * .. * dk, C): the (batch, class) layout GE's NLL ops take."""
+    static_dims(ctx, x)
     moved = _transpose(ctx, x, [0, *range(2, x.rank), 1], "classes_last")
     return _reshape(ctx, moved, (_rows(x), x.shape[1]), "rows")
 
@@ -110,6 +112,7 @@ def _same(ctx: LoweringContext, v: Value | None, like: Value, suffix: str) -> Va
     v = cast(ctx, v, like.dtype)
     if v.shape == like.shape:
         return v
+    static_dims(ctx, like)
     return ctx.op("BroadcastTo", [v, int_list(ctx, like.shape)], out=(like.dtype, like.shape),
                   suffix=suffix)
 

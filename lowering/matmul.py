@@ -11,6 +11,7 @@ from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.helpers import int_list
 from npu_inductor.lowering.registry import register
+from npu_inductor.lowering.shape import static_dims
 
 aten = torch.ops.aten
 
@@ -70,6 +71,7 @@ def baddbmm(ctx, self, batch1, batch2, beta=1, alpha=1):
 def addbmm(ctx, self, batch1, batch2, beta=1, alpha=1):
     """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""  # noqa: E501
     # sum_b batch1[b] @ batch2[b] is one matmul over the joint (b, k) reduction axis
+    static_dims(ctx, batch1, batch2)
     b, n, k = batch1.shape
     m = batch2.shape[2]
     lhs = ctx.op("Transpose", [batch1, int_list(ctx, [1, 0, 2], "perm")],
@@ -81,6 +83,7 @@ def addbmm(ctx, self, batch1, batch2, beta=1, alpha=1):
 
 
 def _mv(ctx: LoweringContext, mat: Value, vec: Value) -> Value:
+    static_dims(ctx, mat, vec)
     col = _reshape(ctx, vec, (vec.shape[0], 1), "col")
     prod = ctx.op("MatMulV2", [mat, col], out=(mat.dtype, (mat.shape[0], 1)), suffix="mm")
     return _reshape(ctx, prod, (mat.shape[0],), "vec")
@@ -101,6 +104,7 @@ def addmv(ctx, self, mat, vec, beta=1, alpha=1):
 @register(aten.dot.default)
 def dot(ctx, self, tensor):
     """dot(Tensor self, Tensor tensor) -> Tensor"""
+    static_dims(ctx, self, tensor)
     row = _reshape(ctx, self, (1, self.shape[0]), "row")
     col = _reshape(ctx, tensor, (tensor.shape[0], 1), "col")
     prod = ctx.op("MatMulV2", [row, col], out=(self.dtype, (1, 1)), suffix="mm")

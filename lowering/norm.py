@@ -15,6 +15,7 @@ from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.helpers import cast, int_list
 from npu_inductor.lowering.registry import register
+from npu_inductor.lowering.shape import static_dims
 
 aten = torch.ops.aten
 _BN_INFER_DTYPES = (torch.float16, torch.float32)  # BNInfer has no bfloat16 prototype
@@ -27,7 +28,8 @@ def _or_fill(ctx: LoweringContext, v: Value | None, fill: float, shape, dtype) -
     return ctx.const(torch.full(tuple(shape), fill, dtype=dtype), dtype, f"fill{int(fill)}")
 
 
-def _channels(x: Value) -> int:
+def _channels(ctx: LoweringContext, x: Value) -> int:
+    static_dims(ctx, x, dim=1)  # absent parameters become (C,) constants
     return x.shape[1]
 
 
@@ -39,7 +41,7 @@ def _stat_dtype(x: Value) -> torch.dtype:
 def batch_norm_functional(ctx, input, weight, bias, running_mean, running_var, training,
                           momentum, eps):
     """_native_batch_norm_legit_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""  # noqa: E501
-    c, pdtype = _channels(input), running_mean.dtype
+    c, pdtype = _channels(ctx, input), running_mean.dtype
     w = _or_fill(ctx, weight, 1.0, (c,), pdtype)
     b = _or_fill(ctx, bias, 0.0, (c,), pdtype)
     y, save_mean, save_rstd, new_mean, new_var = ctx.out_specs()
@@ -53,7 +55,7 @@ def batch_norm_functional(ctx, input, weight, bias, running_mean, running_var, t
 @register(aten._batch_norm_with_update_functional.default)
 def batch_norm_with_update(ctx, input, weight, bias, running_mean, running_var, momentum, eps):
     """_batch_norm_with_update_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""  # noqa: E501
-    c, pdtype = _channels(input), running_mean.dtype
+    c, pdtype = _channels(ctx, input), running_mean.dtype
     y, save_mean, save_rstd, reserve, new_mean, new_var = ctx.out_specs()
     r = ctx.op("BatchNormV3", [input, _or_fill(ctx, weight, 1.0, (c,), pdtype),
                                _or_fill(ctx, bias, 0.0, (c,), pdtype), running_mean, running_var],
@@ -66,7 +68,7 @@ def batch_norm_with_update(ctx, input, weight, bias, running_mean, running_var, 
 @register(aten._native_batch_norm_legit_no_training.default)
 def batch_norm_no_training(ctx, input, weight, bias, running_mean, running_var, momentum, eps):
     """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
-    c = _channels(input)
+    c = _channels(ctx, input)
     params = [cast(ctx, v, torch.float32) for v in (
         _or_fill(ctx, weight, 1.0, (c,), running_mean.dtype),
         _or_fill(ctx, bias, 0.0, (c,), running_mean.dtype), running_mean, running_var)]
@@ -83,7 +85,7 @@ def batch_norm_no_training(ctx, input, weight, bias, running_mean, running_var, 
 def batch_norm_backward(ctx, grad_out, input, weight, running_mean, running_var, save_mean,
                         save_invstd, train, eps, output_mask):
     """native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
-    c, sdt = _channels(input), _stat_dtype(input)
+    c, sdt = _channels(ctx, input), _stat_dtype(input)
     pdt = weight.dtype if weight is not None else sdt
     ins = [grad_out, input, _or_fill(ctx, weight, 1.0, (c,), pdt),
            _or_fill(ctx, running_mean, 0.0, (c,), pdt), _or_fill(ctx, running_var, 1.0, (c,), pdt),
@@ -116,7 +118,7 @@ def native_layer_norm_backward(ctx, grad_out, input, normalized_shape, mean, rst
 @register(aten.native_group_norm.default)
 def native_group_norm(ctx, input, weight, bias, N, C, HxW, group, eps):
     """native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
-    c = _channels(input)
+    c = _channels(ctx, input)
     gamma = _or_fill(ctx, weight, 1.0, (c,), input.dtype)
     beta = _or_fill(ctx, bias, 0.0, (c,), input.dtype)
     return ctx.op("GroupNormV2", [input, gamma, beta],
@@ -128,7 +130,7 @@ def native_group_norm(ctx, input, weight, bias, N, C, HxW, group, eps):
 def native_group_norm_backward(ctx, grad_out, input, mean, rstd, weight, N, C, HxW, group,
                                output_mask):
     """native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
-    c = _channels(input)
+    c = _channels(ctx, input)
     gamma = _or_fill(ctx, weight, 1.0, (c,), input.dtype)
     outs = [(input.dtype, input.shape), (gamma.dtype, (c,)), (gamma.dtype, (c,))]
     r = ctx.op("GroupNormGrad", [grad_out, mean, rstd, input, gamma],
@@ -141,7 +143,7 @@ def native_group_norm_backward(ctx, grad_out, input, mean, rstd, weight, N, C, H
 @register(aten._native_batch_norm_legit.no_stats)
 def batch_norm_no_stats(ctx, input, weight, bias, training, momentum, eps):
     """_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
-    c, sdt = _channels(input), _stat_dtype(input)
+    c, sdt = _channels(ctx, input), _stat_dtype(input)
     pdt = weight.dtype if weight is not None else sdt
     stats = [_or_fill(ctx, None, 0.0, (c,), sdt), _or_fill(ctx, None, 1.0, (c,), sdt)]
     y, save_mean, save_rstd = ctx.out_specs()

@@ -10,6 +10,7 @@ import torch
 from npu_inductor.lowering.helpers import cast
 from npu_inductor.lowering.precision import op_in_float32
 from npu_inductor.lowering.registry import register
+from npu_inductor.lowering.shape import static_dims
 
 aten = torch.ops.aten
 INTERPOLATION = ("bilinear", "nearest", "bicubic")  # aten's int mode -> GE's string
@@ -27,6 +28,7 @@ def adaptive_avg_pool2d(ctx, self, output_size):
 @register(aten._adaptive_avg_pool2d_backward.default)
 def adaptive_avg_pool2d_backward(ctx, grad_output, self):
     """_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor"""
+    static_dims(ctx, self)  # the input size becomes an attr
     dtype = grad_output.dtype if grad_output.dtype in _GRAD_DTYPES else torch.float32
     grad = ctx.op("AdaptiveAvgPool2dGrad", [cast(ctx, grad_output, dtype)],
                   {"orig_input_shape": list(self.shape)}, out=(dtype, self.shape), suffix="grad")
@@ -60,6 +62,7 @@ def avg_pool3d(ctx, self, kernel_size, stride=(), padding=(0,), ceil_mode=False,
 def avg_pool3d_backward(ctx, grad_output, self, kernel_size, stride, padding, ceil_mode,
                         count_include_pad, divisor_override):
     """avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""  # noqa: E501
+    static_dims(ctx, self)  # the input size becomes a Const input
     shape = ctx.const(torch.tensor(list(self.shape), dtype=torch.int32), torch.int32,
                       "orig_input_shape")
     return ctx.op("AvgPool3DGrad", [shape, grad_output],
