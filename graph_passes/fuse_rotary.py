@@ -115,6 +115,8 @@ def fuse_rotary(gm: GraphModule, config: NpuConfig) -> GraphModule:
 def _cos_bsnd(gm: GraphModule, cos: Node, s: int, d: int) -> Node | None:
     """cos/sin as [1, S, 1, D] (BSND), from [S, D] or [1, 1, S, D]."""
     if tuple(shape(cos)) in ((s, d), (1, 1, s, d), (1, s, d)):
+        if isinstance(s, torch.SymInt):  # FX args hold the node computing a size, not a SymInt
+            s = call(gm, aten.sym_size.int, (cos, len(shape(cos)) - 2))
         return call(gm, aten.view.default, (cos, [1, s, 1, d]))
     return None
 
