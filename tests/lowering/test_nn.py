@@ -363,3 +363,15 @@ def test_embedding_bag_and_adaptive_max_pool_bfloat16():
         check_fn(bag, torch.tensor([1, 2, 4, 5, 4]), torch.tensor([0, 2]), **LOW[torch.bfloat16])
     check_fn(lambda x: F.adaptive_max_pool2d(x, 2, return_indices=True),
              torch.randn(1, 2, 5, 4).bfloat16(), **LOW[torch.bfloat16])
+
+
+def test_dynamic_batch_matches_eager():
+    """Converters that bake sizes into constants refuse dynamic dims (the node runs in
+    eager) instead of building a wrong graph."""
+    torch._dynamo.reset()
+    w = torch.randn(3, 2, 3, 3)
+    fn = lambda x: F.conv_transpose2d(x, w, stride=2).softmax(1)  # noqa: E731
+    compiled = torch.compile(fn, backend="npu", dynamic=True)
+    for batch in (2, 3):
+        x = torch.randn(batch, 3, 4, 4)
+        assert_close(compiled(x), fn(x), 1e-5, 1e-4, f"batch {batch}")
