@@ -201,15 +201,16 @@ class HostModel:
     # ---- execution ---------------------------------------------------------------------------
     def execute(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """Run the graph; returns fresh output tensors (never views of the workspace)."""
-        if self.plan is None or self.allocator is None:
-            return self._run(inputs, {}, None)
-        size = self.plan.workspace_bytes
-        addr = self.allocator.malloc(size)
-        try:
-            ws = self.allocator.tensor(addr, size)
-            return self._run(inputs, self._workspace_views(addr, ws), ws)
-        finally:
-            self.allocator.free(addr)
+        with torch.no_grad():  # a device runs plain kernels (and out= rejects autograd)
+            if self.plan is None or self.allocator is None:
+                return self._run(inputs, {}, None)
+            size = self.plan.workspace_bytes
+            addr = self.allocator.malloc(size)
+            try:
+                ws = self.allocator.tensor(addr, size)
+                return self._run(inputs, self._workspace_views(addr, ws), ws)
+            finally:
+                self.allocator.free(addr)
 
     def _workspace_views(self, addr: int, ws: torch.Tensor) -> dict[int, torch.Tensor]:
         key = (addr, getattr(self.allocator, "generation", 0))
@@ -325,7 +326,7 @@ def _shape_matches(actual: Sequence[int], declared: Sequence[int]) -> bool:
 def _shares_bytes(st: Step, plan: MemoryPlan | None) -> bool:
     """Whether a planned output of ``st`` overlaps a planned input (a result viewing that
     input must then be cloned before it is copied into place)."""
-    if plan is None:
+    if plan is None or st.op.type in VIEW_OPS:  # a view's bytes are its input's, by design
         return False
     def span(s: int) -> tuple[int, int]:
         return plan.offsets[s], plan.offsets[s] + plan.nbytes[s]
