@@ -164,3 +164,14 @@ def test_lower_bound_and_inplace_on_a_chain():
     validate(steps, plan)
     assert plan.inplace == {2: 1} and plan.offsets[1] == plan.offsets[2]
     assert plan.workspace_bytes == plan.lower_bound == 512 == lower_bound(plan.buffers)
+
+
+def test_execute_with_inputs_that_require_grad():
+    """out= kernels reject autograd inputs; the device runs its kernels without autograd."""
+    x, w1, w2 = _inputs()
+    graphs = check_fn(_mlp_like, x, w1, w2)
+    m = host_model(graphs[0])
+    args = [t.requires_grad_() for t in (x.clone(), w1.clone(), w2.clone())]
+    outs = m.execute(args)
+    for a, b in zip(outs, _mlp_like(x, w1, w2)):
+        torch.testing.assert_close(a, b.reshape(a.shape), rtol=1e-5, atol=1e-5)
