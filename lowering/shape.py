@@ -123,9 +123,15 @@ def strided_slice(ctx, x: Value, axes: Sequence[int], begins: Sequence[int],
         shape = list(x.shape)
         for a, b, e, s in zip(axes, begins, ends, steps):
             shape[a] = max(0, math.ceil((e - b) / s))
-    return move(ctx, "StridedSliceV2", [x, _ints(ctx, begins, "begin"), _ints(ctx, ends, "end"),
-                                        _ints(ctx, axes, "axes"), _ints(ctx, steps, "strides")],
+    return move(ctx, "StridedSliceV2", [x, _bounds(ctx, begins, "begin"),
+                                        _bounds(ctx, ends, "end"), _ints(ctx, axes, "axes"),
+                                        _ints(ctx, steps, "strides")],
                 out=(x.dtype, tuple(shape)), suffix=suffix)
+
+
+def _bounds(ctx, values: Sequence[Any], suffix: str) -> Value:
+    """Slice bounds: literal ints, or a packed tensor when some are symbolic (``Value``)."""
+    return shape_value(ctx, values, suffix) if is_symbolic(values) else _ints(ctx, values, suffix)
 
 
 def static_dims(ctx, *values: Value, dim: int | None = None) -> None:
@@ -307,8 +313,8 @@ def slice_tensor(ctx, self, dim=0, start=None, end=None, step=1):
     """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None,
     SymInt step=1) -> Tensor(a)"""
     dim = norm_axis(dim, self.rank)
-    if self.shape[dim] < 0:  # dynamic: GE clamps like Python; the meta has the result shape
-        stop = _INT64_MAX if end is None else min(end, _INT64_MAX)
+    if self.shape[dim] < 0 or is_symbolic([start, end]):  # dynamic: GE clamps like Python;
+        stop = _INT64_MAX if end is None else end  # the meta has the result shape
         return strided_slice(ctx, self, [dim], [start or 0], [stop], [step], suffix="",
                              shape=ctx.out_specs()[0][1])
     begin, stop = clamp_slice(self.shape[dim], start, end)
