@@ -36,7 +36,7 @@ aten = torch.ops.aten
 
 def _no_bool_index(node: torch.fx.Node) -> str | None:
     for i in node.args[1]:
-        if isinstance(i, torch.fx.Node) and i.meta["val"].dtype == torch.bool:
+        if isinstance(i, torch.fx.Node) and i.meta["val"].dtype in (torch.bool, torch.uint8):
             return "boolean-mask indexing has a data-dependent shape"
     return None
 
@@ -120,10 +120,45 @@ def _index_put(ctx, self: Value, indices: Sequence[Value | None], values: Value,
     return transpose(ctx, y, inverse, suffix="")
 
 
-@register(aten.index_put.default, aten._unsafe_index_put.default, capability=_no_bool_index)
+def _mask_put_ok(node: torch.fx.Node) -> str | None:
+    """Boolean-mask index_put keeps self's shape: lowered when one mask indexes and the
+    values are one scalar, or (mask over leading dims) one row per selected element or a
+    row broadcast to every selected element."""
+    indices = node.args[1]
+    masks = [i for i in indices if isinstance(i, torch.fx.Node)
+             and i.meta["val"].dtype in (torch.bool, torch.uint8)]
+    if not masks:
+        return None
+    accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
+    values = node.args[2].meta["val"]
+    present = [i for i in indices if i is not None]
+    if len(present) != 1 or masks[0].meta["val"].dtype != torch.bool or accumulate:
+        return "boolean-mask index_put mixed with other indices or accumulating"
+    if values.numel() != 1 and indices[0] is None:
+        return "boolean-mask index_put of a tensor into inner dims"
+    return None
+
+
+def _mask_put(ctx, self: Value, indices: Sequence[Value | None], values: Value) -> Value:
+    d = next(k for k, i in enumerate(indices) if i is not None)
+    row = self.shape[d + indices[d].rank:]  # the dims each selected element carries
+    lifted = (1,) * d + indices[d].shape + (1,) * len(row)
+    mask = broadcast_to(ctx, reshape(ctx, indices[d], lifted, "mask"), self.shape, "mask_spread")
+    v = cast(ctx, values, self.dtype)
+    if math.prod(v.shape) == 1:
+        return move(ctx, "MaskedFill", [self, mask, reshape(ctx, v, (), "value")], data=(0, 2))
+    if v.rank == 1 + len(row) and v.shape[0] != 1:  # one row per selected element, in order
+        return move(ctx, "MaskedScatter", [self, mask, v], data=(0, 2))
+    spread = broadcast_to(ctx, v, self.shape, "values")
+    return move(ctx, "SelectV2", [mask, spread, self], data=(1, 2))
+
+
+@register(aten.index_put.default, aten._unsafe_index_put.default, capability=_mask_put_ok)
 def index_put(ctx, self, indices, values, accumulate=False):
     """index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False)
     -> Tensor"""
+    if any(i is not None and i.dtype == torch.bool for i in indices):
+        return _mask_put(ctx, self, indices, values)
     return _index_put(ctx, self, indices, values, accumulate)
 
 
@@ -151,17 +186,25 @@ def take(ctx, self, index):
 @register(aten.gather.default)
 def gather(ctx, self, dim, index, sparse_grad=False):
     """gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
-    return move(ctx, "GatherElements", [self, index], {"dim": norm_axis(dim, max(self.rank, 1))})
+    attrs = {"dim": norm_axis(dim, max(self.rank, 1))}
+    return move(ctx, "GatherElements", [self, _int_index(ctx, index)], attrs)
+
+
+def _int_index(ctx, index: Value) -> Value:
+    """GE index inputs take int32/int64 only (torch also allows smaller integer types)."""
+    return index if index.dtype in (torch.int32, torch.int64) else cast(ctx, index, torch.int64)
 
 
 def _scatter_elements(ctx, self: Value, dim: int, index: Value, updates: Value,
                       reduction: str = "none") -> Value:
+    index = _int_index(ctx, index)
     updates = cast(ctx, updates, self.dtype)
     if updates.shape != index.shape:  # torch reads only src[:index.shape]
         updates = strided_slice(ctx, updates, list(range(index.rank)), [0] * index.rank,
                                 list(index.shape), [1] * index.rank, suffix="src")
     attrs = {"axis": norm_axis(dim, max(self.rank, 1)), "reduction": reduction}
-    return move(ctx, "ScatterElements", [self, index, updates], attrs, data=(0, 2))
+    return move(ctx, "ScatterElements", [self, index, updates], attrs,
+                out=(self.dtype, self.shape), data=(0, 2))
 
 
 def _filled(ctx, shape: Sequence[int], value: Any, dtype: torch.dtype) -> Value:
@@ -209,17 +252,39 @@ def scatter_add(ctx, self, dim, index, src):
 
 def _scatter_reduce_ok(node: torch.fx.Node) -> str | None:
     reduce = node.args[4] if len(node.args) > 4 else node.kwargs.get("reduce")
-    include_self = node.kwargs.get("include_self", node.args[5] if len(node.args) > 5 else True)
-    if reduce not in ("sum", "prod") or not include_self:
-        return f"ScatterElements has no reduction {reduce!r} with include_self={include_self}"
+    if reduce not in ("sum", "prod", "mean"):
+        return f"ScatterElements has no reduction {reduce!r}"
+    if reduce == "mean" and not node.meta["val"].dtype.is_floating_point:
+        return "integer scatter mean rounds by floor division"
     return None
+
+
+def _cleared(ctx, self: Value, dim: int, index: Value, value: int) -> Value:
+    """``self`` with every position ``index`` targets set to ``value`` (include_self=False)."""
+    return _scatter_elements(ctx, self, dim, index, _filled(ctx, index.shape, value, self.dtype))
+
+
+def _scatter_mean(ctx, self: Value, dim: int, index: Value, src: Value,
+                  include_self: bool) -> Value:
+    """Sum of the reduced values over their count (1 for positions nothing targets)."""
+    ones = _filled(ctx, self.shape, 1, self.dtype)
+    base, counts = self, ones
+    if not include_self:
+        base, counts = _cleared(ctx, self, dim, index, 0), _cleared(ctx, ones, dim, index, 0)
+    total = _scatter_elements(ctx, base, dim, index, src, "add")
+    count = _scatter_elements(ctx, counts, dim, index,
+                              _filled(ctx, index.shape, 1, self.dtype), "add")
+    return ctx.op("RealDiv", [total, count], out=(self.dtype, self.shape), suffix="mean")
 
 
 @register(aten.scatter_reduce.two, capability=_scatter_reduce_ok)
 def scatter_reduce_two(ctx, self, dim, index, src, reduce, include_self=True):
     """scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *,
     bool include_self=True) -> Tensor"""
-    return _scatter_elements(ctx, self, dim, index, src, _REDUCTIONS[reduce])
+    if reduce == "mean":
+        return _scatter_mean(ctx, self, dim, index, cast(ctx, src, self.dtype), include_self)
+    base = self if include_self else _cleared(ctx, self, dim, index, int(reduce == "prod"))
+    return _scatter_elements(ctx, base, dim, index, src, _REDUCTIONS[reduce])
 
 
 def _along(ctx, index: Value, dim: int, shape: Sequence[int]) -> Value:
@@ -230,31 +295,40 @@ def _along(ctx, index: Value, dim: int, shape: Sequence[int]) -> Value:
     return broadcast_to(ctx, reshape(ctx, index, lifted, "lift"), shape, "spread")
 
 
+def _as_1d(ctx, v: Value) -> Value:
+    return reshape(ctx, v, (1,), "lift") if v.rank == 0 else v
+
+
 @register(aten.index_add.default)
 def index_add(ctx, self, dim, index, source, alpha=1):
     """index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1)
     -> Tensor"""
-    dim = norm_axis(dim, self.rank)
-    src = cast(ctx, source, self.dtype)
+    x, src = _as_1d(ctx, self), _as_1d(ctx, cast(ctx, source, self.dtype))
+    dim = norm_axis(dim, x.rank)
     if alpha != 1:
         src = ctx.op("Mul", [src, ctx.const(alpha, self.dtype, "alpha")],
                      out=(self.dtype, src.shape), suffix="alpha")
-    return _scatter_elements(ctx, self, dim, _along(ctx, index, dim, src.shape), src, "add")
+    y = _scatter_elements(ctx, x, dim, _along(ctx, index, dim, src.shape), src, "add")
+    return reshape(ctx, y, self.shape, "")
 
 
 @register(aten.index_copy.default)
 def index_copy(ctx, self, dim, index, source):
     """index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
-    dim = norm_axis(dim, self.rank)
-    return _scatter_elements(ctx, self, dim, _along(ctx, index, dim, source.shape), source)
+    x, src = _as_1d(ctx, self), _as_1d(ctx, source)
+    dim = norm_axis(dim, x.rank)
+    y = _scatter_elements(ctx, x, dim, _along(ctx, index, dim, src.shape), src)
+    return reshape(ctx, y, self.shape, "")
 
 
 def _index_fill(ctx, self: Value, dim: int, index: Value, value: Any) -> Value:
-    dim = norm_axis(dim, self.rank)
-    shape = list(self.shape)
+    x = _as_1d(ctx, self)
+    dim = norm_axis(dim, x.rank)
+    shape = list(x.shape)
     shape[dim] = max(index.shape[0] if index.rank else 1, 0)
     fill = _filled(ctx, shape, value, self.dtype)
-    return _scatter_elements(ctx, self, dim, _along(ctx, index, dim, shape), fill)
+    y = _scatter_elements(ctx, x, dim, _along(ctx, index, dim, shape), fill)
+    return reshape(ctx, y, self.shape, "")
 
 
 @register(aten.index_fill.int_Scalar)
