@@ -136,6 +136,8 @@ def _merges_heads(flat: tuple, full: tuple) -> bool:
 def _bmm_operand(m: _Match, node: Node) -> Node | None:
     """view(x, [B*N, S, D]) -> x (4-D)."""
     x = m.strip_view(node)
+    if is_op(x, aten.clone.default):  # the contiguous copy a strided x needs to be viewed
+        x = m.take(x)
     return x if x is not None and _merges_heads(shape(node), shape(x)) else None
 
 

@@ -56,6 +56,13 @@ def _full_slice(node: Node) -> bool:
     return start == 0 and step == 1
 
 
+def _feeds_view_of_strided(node: Node, src: Node) -> bool:
+    """Removing a copy of a strided tensor would leave its view users without an eager
+    meaning (``view`` needs compatible strides); GE would not care, eager fallback would."""
+    strided = not val(src).is_contiguous()
+    return strided and any(is_op(u, *_VIEWS) for u in node.users)
+
+
 def _output_alias(node: Node, src: Node) -> bool:
     return src.op == "placeholder" and any(u.op == "output" for u in node.users)
 
@@ -84,7 +91,9 @@ def remove_noops(gm: GraphModule, config: NpuConfig) -> GraphModule:
         if _collapse(gm, node):
             removed += 1
         src = _noop_source(node)
-        if src is not None and not _output_alias(node, src):
+        if src is not None and not _output_alias(node, src) and not (
+                is_op(node, aten.clone.default, aten._to_copy.default)
+                and _feeds_view_of_strided(node, src)):
             node.replace_all_uses_with(src)
             removed += 1
     bump("remove_noops", removed)

@@ -89,6 +89,17 @@ def test_noop_removal_keeps_real_casts_views_and_permutes():
     assert "remove_noops" not in fired
 
 
+def _strided_view(x):
+    return x.permute(1, 0).contiguous().view(-1) + 1
+
+
+def test_noop_removal_keeps_the_copy_a_strided_view_needs():
+    x = torch.randn(2, 3)
+    gm, _ = run(remove_noops, trace(_strided_view, x))
+    assert has(gm, aten.clone.default)  # view(permute(x)) would have no eager meaning
+    same_result(gm, _strided_view, x)
+
+
 def test_noop_removal_does_not_return_an_input_as_a_fresh_output():
     gm, _ = run(remove_noops, trace(lambda x: x.clone(), torch.randn(3)))
     assert has(gm, aten.clone.default)

@@ -62,7 +62,7 @@ def test_cnn_inference_frozen_folds_batch_norm_into_conv():
 
 @pytest.mark.parametrize("name", ["llama", "bert"])
 def test_training_graphs_match_eager_and_keep_only_backward_safe_fusions(name):
-    fired, ops = _compile(name, train=True)
+    fired, ops = _compile(name, train=True, verify=True)
     assert fired["fuse_matmul"] > 0  # layout-only: safe in forward and backward graphs
     for fusion in ("fuse_rms_norm", "fuse_attention", "fuse_rotary", "fuse_swiglu"):
         assert fired[fusion] == 0, fusion
