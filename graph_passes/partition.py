@@ -29,11 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from npu_inductor.lowering.lower import source_line
 from torch._ops import OpOverload, OpOverloadPacket
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
+
+from npu_inductor.lowering.lower import source_line
 
 aten = torch.ops.aten
 PARTITION_PREFIX = "ge_"

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from npu_inductor.lowering.context import LoweringContext, static_shape
-from npu_inductor.lowering.registry import bind, lookup, refusal
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.node import map_arg
 
 from npu_inductor.config import NpuConfig
 from npu_inductor.ge.ir import Graph, GraphBuilder, Value
+from npu_inductor.lowering.context import LoweringContext, static_shape
+from npu_inductor.lowering.registry import bind, lookup, refusal
 
 
 class LoweringError(RuntimeError):

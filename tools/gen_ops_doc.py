@@ -14,9 +14,10 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
+from torch._ops import OpOverload
+
 from npu_inductor.lowering import CONVERTERS
 from npu_inductor.lowering.decompositions import decomposition_table
-from torch._ops import OpOverload
 
 ROOT = Path(__file__).resolve().parent.parent
 aten = torch.ops.aten
@@ -63,7 +64,7 @@ def opinfo_dtypes() -> dict[str, str]:
 
 def collect() -> dict[str, list[OpOverload]]:
     decomps = decomposition_table()
-    ops = core_aten_ops() | {op for op in CONVERTERS if op.namespace == "aten"}
+    ops = core_aten_ops() | set(_aten_converters())
     ops |= {op for op in decomps if isinstance(op, OpOverload) and op.namespace == "aten"}
     packets: dict[str, list[OpOverload]] = defaultdict(list)
     for op in ops:
@@ -96,9 +97,14 @@ def render(packets: dict[str, list[OpOverload]], dtypes: dict[str, str]) -> str:
     return "\n".join(head + rows) + "\n"
 
 
+def _aten_converters() -> list[OpOverload]:
+    """Converter keys that are aten overloads (others: npu::*, collectives, SymInt math)."""
+    return [op for op in CONVERTERS if isinstance(op, OpOverload) and op.namespace == "aten"]
+
+
 def count_lowered_packets() -> int:
     """Distinct aten op packets with at least one registered converter."""
-    return len({op.overloadpacket for op in CONVERTERS if op.namespace == "aten"})
+    return len({op.overloadpacket for op in _aten_converters()})
 
 
 def main() -> None:
