@@ -9,7 +9,7 @@ import random
 
 import pytest
 import torch
-from harness import check_fn, check_model
+from harness import check_fn, check_model, record_graphs
 from models import MODEL_NAMES, make
 
 from npu_inductor.runtime.memory_plan import (
@@ -175,3 +175,14 @@ def test_execute_with_inputs_that_require_grad():
     outs = m.execute(args)
     for a, b in zip(outs, _mlp_like(x, w1, w2)):
         torch.testing.assert_close(a, b.reshape(a.shape), rtol=1e-5, atol=1e-5)
+
+
+def test_dynamic_shapes_run_unplanned_with_a_reason():
+    x, w1, w2 = _inputs()
+    f = torch.compile(_mlp_like, backend="npu", dynamic=True)
+    with record_graphs() as graphs:
+        for n in (8, 5):
+            for a, b in zip(f(x[:n], w1, w2), _mlp_like(x[:n], w1, w2)):
+                torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    m = host_model(graphs[0])
+    assert m.plan is None and "dynamic" in m.plan_error
