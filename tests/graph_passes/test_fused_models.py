@@ -92,3 +92,21 @@ def test_llama_bf16_training_uses_flash_attention_score_and_its_grad():
 def test_fp32_training_keeps_plain_attention():
     fired, ops = _compile("llama", train=True)
     assert fired["fuse_flash_attention_score"] == 0 and "FlashAttentionScore" not in ops
+
+
+def _decode_step(q, k_cache, v_cache):
+    """One decode step over a KV cache: a single query position, GQA, no mask."""
+    out = torch.nn.functional.scaled_dot_product_attention(q, k_cache, v_cache, enable_gqa=True)
+    return out.transpose(1, 2).reshape(q.shape[0], 1, -1)
+
+
+def test_decode_attention_becomes_incre_flash_attention():
+    from harness import check_fn
+
+    q, k, v = torch.randn(2, 4, 1, 8), torch.randn(2, 2, 9, 8), torch.randn(2, 2, 9, 8)
+    before = collections.Counter(counters)
+    with torch.no_grad():
+        graphs = check_fn(_decode_step, q, k, v)
+    assert (collections.Counter(counters) - before)["fuse_attention"] == 1
+    ops = graphs[0].lowered.graph.op_counts()
+    assert ops["IncreFlashAttention"] == 1 and "PromptFlashAttention" not in ops
