@@ -19,6 +19,7 @@ from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.helpers import cast, int_list
 from npu_inductor.lowering.registry import register
 from npu_inductor.lowering.shape import static_dims
+from npu_inductor.lowering.symbolic import shape_of
 
 aten = torch.ops.aten
 # Conv2DBackpropInput / Conv2DBackpropFilter take no bfloat16: they run in float32.
@@ -81,9 +82,13 @@ def _add_bias(ctx: LoweringContext, y: Value, bias: Value) -> Value:
 
 
 def _backprop_input(ctx: LoweringContext, size: Sequence[int], weight: Value, grad: Value,
-                    attrs: dict[str, Any], suffix: str) -> Value:
+                    attrs: dict[str, Any], suffix: str, like: Value | None = None) -> Value:
+    """``like`` (shaped as the input) gives dynamic input sizes at run time."""
     dtype = grad.dtype if grad.dtype in _BACKPROP_DTYPES else torch.float32
-    sizes = ctx.const(torch.tensor(list(size), dtype=torch.int32), torch.int32, "input_size")
+    if like is not None:
+        sizes = shape_of(ctx, like, torch.int32, "input_size")
+    else:
+        sizes = ctx.const(torch.tensor(list(size), dtype=torch.int32), torch.int32, "input_size")
     y = ctx.op("Conv2DBackpropInput", [sizes, cast(ctx, weight, dtype), cast(ctx, grad, dtype)],
                attrs, out=(dtype, tuple(size)), suffix=suffix)
     return cast(ctx, y, grad.dtype)
@@ -125,7 +130,7 @@ def convolution_backward(ctx, grad_output, input, weight, bias_sizes, stride, pa
     """convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
     dy, x, w = (_to_2d(ctx, v, s) for v, s in ((grad_output, "dy2d"), (input, "x2d"),
                                                 (weight, "w2d")))
-    static_dims(ctx, dy, x, w)  # input and filter sizes become Const inputs
+    static_dims(ctx, w)  # the filter size becomes a Const input; the input's is Shape(x)
     attrs = _conv_attrs(stride, padding, dilation, groups)
     grad_input = grad_weight = grad_bias = None
     if output_mask[0]:
@@ -133,7 +138,7 @@ def convolution_backward(ctx, grad_output, input, weight, bias_sizes, stride, pa
             grad_input = ctx.op("Conv2D", [dy, w], attrs, out=(dy.dtype, x.shape),
                                 suffix="dx")
         else:
-            grad_input = _backprop_input(ctx, x.shape, w, dy, attrs, "dx")
+            grad_input = _backprop_input(ctx, x.shape, w, dy, attrs, "dx", like=x)
         grad_input = _from_2d(ctx, grad_input, input.shape, "dx_shape")
     if output_mask[1]:
         src, grad = (dy, x) if transposed else (x, dy)

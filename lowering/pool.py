@@ -17,7 +17,7 @@ import torch
 from npu_inductor.ge import dtypes
 from npu_inductor.lowering.helpers import cast
 from npu_inductor.lowering.registry import register
-from npu_inductor.lowering.shape import static_dims
+from npu_inductor.lowering.symbolic import shape_of
 
 aten = torch.ops.aten
 
@@ -76,9 +76,7 @@ def avg_pool2d(ctx, self, kernel_size, stride=(), padding=(0,), ceil_mode=False,
 def avg_pool2d_backward(ctx, grad_output, self, kernel_size, stride, padding, ceil_mode,
                         count_include_pad, divisor_override):
     """avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""  # noqa: E501
-    static_dims(ctx, self)  # the input size becomes a Const input
-    shape = ctx.const(torch.tensor(list(self.shape), dtype=torch.int32), torch.int32,
-                      "orig_input_shape")
+    shape = shape_of(ctx, self, torch.int32, "orig_input_shape")
     return ctx.op("AvgPoolV2Grad", [shape, grad_output],
                   _avg_attrs(kernel_size, stride, padding, ceil_mode, count_include_pad,
                              divisor_override))
