@@ -184,3 +184,25 @@ def tanh_backward(ctx, grad_output, output):
     """tanh_backward(Tensor grad_output, Tensor output) -> Tensor"""
     return _act(ctx, "TanhGrad", [output, grad_output])
 
+
+
+@register(aten.elu_backward.default, capability=supports("EluGradV2"))
+def elu_backward(ctx, grad_output, alpha, scale, input_scale, is_result, self_or_result):
+    """elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale,
+    bool is_result, Tensor self_or_result) -> Tensor"""
+    return _act(ctx, "EluGradV2", [grad_output, self_or_result],
+                {"alpha": float(alpha), "scale": float(scale),
+                 "input_scale": float(input_scale), "is_result": bool(is_result)})
+
+
+@register(aten.mish_backward.default, capability=supports("MishGrad"))
+def mish_backward(ctx, grad_output, self):
+    """mish_backward(Tensor grad_output, Tensor self) -> Tensor"""
+    return _act(ctx, "MishGrad", [grad_output, self])  # tanhx unfed: GE recomputes it
+
+
+@register(aten.log_sigmoid_backward.default, capability=supports("LogSigmoidGrad"))
+def log_sigmoid_backward(ctx, grad_output, self, buffer):
+    """log_sigmoid_backward(Tensor grad_output, Tensor self, Tensor buffer) -> Tensor"""
+    # ``buffer`` is the CPU kernel's scratch; LogSigmoidGrad needs only the input.
+    return _act(ctx, "LogSigmoidGrad", [grad_output, self])

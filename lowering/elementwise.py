@@ -13,6 +13,7 @@ back to eager.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -44,20 +45,18 @@ _REALS = _FLOATS | {torch.float64, torch.int8, torch.uint8, torch.int16, torch.i
 # (a narrower guess only costs extra Casts, never an op GE would reject).
 _SYMBOLIC_TYPES: dict[str, frozenset[torch.dtype]] = {
     "Mul": _REALS, "Pow": _REALS, "GeluV2": _FLOATS, "GeluGradV2": _FLOATS,
+    "Gcd": frozenset({torch.int32, torch.int64}),
 }
-_INDEX = frozenset({torch.int32, torch.int64})
+
+
+_NON_DATA_PORTS = {"axes", "axis", "dimension", "condition"}  # index inputs, SelectV2's mask
 
 
 def _port_types(ge_type: str) -> list[frozenset[torch.dtype]]:
-    """Allowed dtypes of each data input (index inputs such as ``axes`` left out)."""
-    out = []
-    for port in get_spec(ge_type).inputs:
-        types = port.dtypes if port.dtypes is not None else _SYMBOLIC_TYPES.get(ge_type, _REALS)
-        if types == frozenset({torch.bool}) and port.name == "condition":
-            continue  # SelectV2's mask, always bool
-        if types != _INDEX or port.name in ("x", "x1", "x2"):
-            out.append(types)
-    return out
+    """Allowed dtypes of each data input (axes and masks left out)."""
+    return [port.dtypes if port.dtypes is not None
+            else _SYMBOLIC_TYPES.get(ge_type, _REALS)
+            for port in get_spec(ge_type).inputs if port.name not in _NON_DATA_PORTS]
 
 
 def compute_dtype(ge_type: str, dtype: torch.dtype) -> torch.dtype | None:
@@ -274,23 +273,97 @@ def hypot(ctx, self, other):
     return pointwise(ctx, "Sqrt", [total], cd, out=dtype)
 
 
-@register(aten.logaddexp.default, capability=supports("Maximum", "Exp", "Log1p"))
-def logaddexp(ctx, self, other):
-    """logaddexp(Tensor self, Tensor other) -> Tensor"""
-    # No GE LogAddExp: max(a, b) + log1p(exp(-|a - b|)), with a == b == +-inf kept as a.
-    cd = need_dtype("Log1p", ctx.out_dtype)
+def _logaddexp(base2: bool) -> Callable:
+    # No GE LogAddExp: torch's formula max(a, b) + log1p(exp(-|a - b|)) (exp2, then / ln 2
+    # for logaddexp2), with a == b == +-inf kept as a.
+    def convert(ctx, self, other):
+        cd = need_dtype("Log1p", ctx.out_dtype)
+        a, b = as_value(ctx, self, cd), as_value(ctx, other, cd)
+        m = pointwise(ctx, "Maximum", [a, b], cd, suffix="max")
+        d = pointwise(ctx, "Abs", [pointwise(ctx, "Sub", [a, b], cd, suffix="diff")], cd,
+                      suffix="abs")
+        neg = pointwise(ctx, "Neg", [d], cd, suffix="neg")
+        e = pointwise(ctx, "Exp", [neg], cd, {"base": 2.0} if base2 else None, suffix="exp")
+        tail = pointwise(ctx, "Log1p", [e], cd, suffix="log1p")
+        if base2:
+            tail = pointwise(ctx, "Mul", [tail, 1 / math.log(2)], cd, suffix="log2")
+        y = pointwise(ctx, "Add", [m, tail], cd, suffix="y")
+        same_inf = pointwise(ctx, "LogicalAnd", [
+            pointwise(ctx, "Equal", [a, b], cd, y_dtype=torch.bool, suffix="eq"),
+            pointwise(ctx, "IsInf", [a], cd, y_dtype=torch.bool, suffix="inf")], torch.bool,
+            suffix="same_inf")
+        return cast(ctx, select(ctx, same_inf, a, y, suffix="sel"), ctx.out_dtype)
+    return convert
+
+
+_LSE_CAP = supports("Maximum", "Exp", "Log1p")
+register(aten.logaddexp.default, capability=_LSE_CAP)(_logaddexp(False))
+register(aten.logaddexp2.default, capability=_LSE_CAP)(_logaddexp(True))
+
+for _t, _ge in ((aten.nextafter.default, "NextAfter"), (aten.igamma.default, "Igamma"),
+                (aten.igammac.default, "Igammac"), (aten.special_zeta.default, "Zeta"),
+                (aten.special_xlog1py.default, "Xlog1py")):
+    register_binary_float([_t], _ge)
+register_binary([aten.gcd.default], "Gcd")
+
+
+@register(aten.lcm.default, capability=supports("Gcd", "TruncateDiv"))
+def lcm(ctx, self, other):
+    """lcm(Tensor self, Tensor other) -> Tensor"""
+    # No GE Lcm: torch's |a / gcd(a, b) * b|, 0 when gcd is 0 (division made safe first).
+    dtype = promote(self, other)
+    cd = need_dtype("Gcd", dtype)
     a, b = as_value(ctx, self, cd), as_value(ctx, other, cd)
-    m = pointwise(ctx, "Maximum", [a, b], cd, suffix="max")
-    d = pointwise(ctx, "Abs", [pointwise(ctx, "Sub", [a, b], cd, suffix="diff")], cd,
-                  suffix="abs")
-    e = pointwise(ctx, "Exp", [pointwise(ctx, "Neg", [d], cd, suffix="neg")], cd, suffix="exp")
-    y = pointwise(ctx, "Add", [m, pointwise(ctx, "Log1p", [e], cd, suffix="log1p")], cd,
-                  suffix="y")
-    same_inf = pointwise(ctx, "LogicalAnd", [
-        pointwise(ctx, "Equal", [a, b], cd, y_dtype=torch.bool, suffix="eq"),
-        pointwise(ctx, "IsInf", [a], cd, y_dtype=torch.bool, suffix="inf")], torch.bool,
-        suffix="same_inf")
-    return cast(ctx, select(ctx, same_inf, a, y, suffix="sel"), ctx.out_dtype)
+    g = pointwise(ctx, "Gcd", [a, b], cd, suffix="gcd")
+    zero = pointwise(ctx, "Equal", [g, 0], cd, y_dtype=torch.bool, suffix="zero")
+    safe = select(ctx, zero, 1, g, cd, suffix="safe")
+    q = pointwise(ctx, "TruncateDiv", [a, safe], cd, suffix="div")
+    y = pointwise(ctx, "Abs", [pointwise(ctx, "Mul", [q, b], cd, suffix="mul")], cd, suffix="abs")
+    return cast(ctx, select(ctx, zero, 0, y, cd, suffix="sel"), ctx.out_dtype)
+
+
+@register(aten.heaviside.default, capability=supports("Greater", "SelectV2"))
+def heaviside(ctx, self, values):
+    """heaviside(Tensor self, Tensor values) -> Tensor"""
+    # No GE op: values where x == 0, else (x > 0) — torch's definition.
+    dtype = ctx.out_dtype
+    x = as_value(ctx, self, dtype)
+    step = cast(ctx, pointwise(ctx, "Greater", [x, 0], dtype, y_dtype=torch.bool, suffix="pos"),
+                dtype)
+    zero = pointwise(ctx, "Equal", [x, 0], dtype, y_dtype=torch.bool, suffix="zero")
+    return select(ctx, zero, values, step, dtype)
+
+
+def signbit(ctx: LoweringContext, x: Value) -> Value:
+    """The IEEE sign bit of floating ``x`` (true for -0.0), as bool."""
+    # Bitcast to the same-width integer and test < 0: exact for -0.0 and signed NaNs,
+    # where comparisons are not. bf16 widens to f32 first (Bitcast lacks it; Cast keeps sign).
+    fdt = x.dtype if x.dtype in (torch.float16, torch.float32, torch.float64) else torch.float32
+    idt = {torch.float16: torch.int16, torch.float32: torch.int32, torch.float64: torch.int64}[fdt]
+    bits = ctx.op("Bitcast", [cast(ctx, x, fdt)], {"type": idt}, out=(idt, x.shape),
+                  suffix="bits")
+    return pointwise(ctx, "Less", [bits, 0], idt, y_dtype=torch.bool, suffix="signbit")
+
+
+@register(aten.signbit.default, capability=supports("Bitcast", floats_only=True))
+def signbit_(ctx, self):
+    """signbit(Tensor self) -> Tensor"""
+    if not self.dtype.is_floating_point:
+        return pointwise(ctx, "Less", [self, 0], self.dtype, y_dtype=torch.bool)
+    return signbit(ctx, self)
+
+
+@register(aten.copysign.Tensor, aten.copysign.Scalar, capability=supports("Abs", "Bitcast"))
+def copysign(ctx, self, other):
+    """copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
+    # No GE CopySign: |a| or -|a| by b's sign bit.
+    dtype = ctx.out_dtype
+    b = as_value(ctx, other, promote(other) if isinstance(other, Value) else dtype)
+    if not b.dtype.is_floating_point:
+        b = cast(ctx, b, dtype)
+    mag = pointwise(ctx, "Abs", [self], dtype, suffix="abs")
+    neg = pointwise(ctx, "Neg", [mag], dtype, suffix="neg")
+    return select(ctx, signbit(ctx, b), neg, mag, dtype)
 
 
 @register(aten.xlogy.Tensor, aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self,

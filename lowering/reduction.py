@@ -18,7 +18,7 @@ from torch._ops import OpOverload
 
 from npu_inductor.ge.ir import DYNAMIC_DIM, Value
 from npu_inductor.lowering.context import LoweringContext
-from npu_inductor.lowering.elementwise import need_dtype, pointwise, supports, to_bool
+from npu_inductor.lowering.elementwise import need_dtype, pointwise, select, supports, to_bool
 from npu_inductor.lowering.helpers import as_value, cast, int_list, norm_axes, norm_axis
 from npu_inductor.lowering.registry import register
 
@@ -160,10 +160,8 @@ def moments(ctx: LoweringContext, x: Value, dim: Any, correction: Any, keep: boo
     return var, mean
 
 
-def _var_std(sqrt: bool, with_mean: bool, unbiased_form: bool = False):
-    def convert(ctx, self, dim=None, correction=None, keepdim=False, unbiased=True):
-        if unbiased_form:
-            correction = 1 if unbiased else 0
+def _var_std(sqrt: bool, with_mean: bool):
+    def convert(ctx, self, dim=None, correction=None, keepdim=False):
         var, mean = moments(ctx, self, dim, correction, keepdim, ctx.out_dtype)
         y = pointwise(ctx, "Sqrt", [var], var.dtype, suffix="std") if sqrt else var
         y = cast(ctx, y, ctx.out_dtype)
@@ -176,8 +174,6 @@ register(aten.var.correction, capability=_VAR_CAP)(_var_std(False, False))
 register(aten.std.correction, capability=_VAR_CAP)(_var_std(True, False))
 register(aten.var_mean.correction, capability=_VAR_CAP)(_var_std(False, True))
 register(aten.std_mean.correction, capability=_VAR_CAP)(_var_std(True, True))
-register(aten.var.dim, capability=_VAR_CAP)(_var_std(False, False, unbiased_form=True))
-register(aten.std.dim, capability=_VAR_CAP)(_var_std(True, False, unbiased_form=True))
 
 
 # ---- scans and norms -------------------------------------------------------------------
@@ -217,3 +213,52 @@ def linalg_vector_norm(ctx, self, ord=2, dim=None, keepdim=False, dtype=None):
     y = ctx.op("LpNormV2", [x], {"p": float(ord), "axes": axes, "keepdim": keepdim,
                                  "epsilon": 0.0}, out=(cd, reduced_shape(x.shape, axes, keepdim)))
     return cast(ctx, y, ctx.out_dtype)
+
+
+def _cum_extreme(ge_type: str, dim_attr: str):
+    def convert(ctx, self, dim):
+        axis = norm_axis(dim, self.rank) if self.rank else 0
+        cd = need_dtype(ge_type, self.dtype)
+        values, indices = ctx.op(ge_type, [as_value(ctx, self, cd)], {dim_attr: axis},
+                                 out=[(cd, self.shape), (torch.int64, self.shape)])
+        return cast(ctx, values, self.dtype), indices
+    return convert
+
+
+# GE names the axis attr differently on the two prototypes (Cummax.dim, Cummin.axis).
+register(aten.cummax.default, capability=supports("Cummax"))(_cum_extreme("Cummax", "dim"))
+register(aten.cummin.default, capability=supports("Cummin"))(_cum_extreme("Cummin", "axis"))
+
+
+@register(aten.logcumsumexp.default, capability=supports("CumulativeLogsumexp"))
+def logcumsumexp(ctx, self, dim):
+    """logcumsumexp(Tensor self, int dim) -> Tensor"""
+    cd = need_dtype("CumulativeLogsumexp", ctx.out_dtype)
+    axis = norm_axis(dim, self.rank) if self.rank else 0
+    # CumulativeLogsumexp takes its axis as int32/int16 only.
+    y = ctx.op("CumulativeLogsumexp", [as_value(ctx, self, cd), ctx.const(axis, torch.int32,
+                                                                          "axis")],
+               {"exclusive": False, "reverse": False}, out=(cd, self.shape))
+    return cast(ctx, y, ctx.out_dtype)
+
+
+@register(aten.aminmax.default, capability=supports("ReduceMin", "ReduceMax"))
+def aminmax(ctx, self, dim=None, keepdim=False):
+    """aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
+    axes = axes_of(dim, self.rank)
+    return tuple(reduce(ctx, ge_type, self, axes, keepdim, self.dtype, out=self.dtype,
+                        suffix=suffix)
+                 for ge_type, suffix in (("ReduceMin", "min"), ("ReduceMax", "max")))
+
+
+@register(aten.nansum.default, capability=supports("ReduceSum"))
+def nansum(ctx, self, dim=None, keepdim=False, dtype=None):
+    """nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)
+    -> Tensor"""
+    # No GE NanSum: NaNs become 0 (SelectV2 on IsNan), then ReduceSum.
+    x = self
+    if self.dtype.is_floating_point:
+        nan = pointwise(ctx, "IsNan", [self], self.dtype, y_dtype=torch.bool, suffix="nan")
+        x = select(ctx, nan, 0, self, self.dtype, suffix="zeroed")
+    return reduce(ctx, "ReduceSum", x, axes_of(dim, self.rank), keepdim, ctx.out_dtype,
+                  out=ctx.out_dtype)

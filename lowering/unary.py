@@ -7,6 +7,7 @@ first, as torch does), widened when the GE prototype lacks that dtype (see
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,7 +16,7 @@ from torch._ops import OpOverload
 
 from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.context import LoweringContext
-from npu_inductor.lowering.elementwise import need_dtype, pointwise, supports
+from npu_inductor.lowering.elementwise import need_dtype, pointwise, select, supports
 from npu_inductor.lowering.helpers import as_value
 from npu_inductor.lowering.registry import register
 
@@ -45,6 +46,9 @@ _UNARY = {
 }
 for _target, _ge in _UNARY.items():
     register_unary(_target, _ge)
+register_unary(aten.special_i0e.default, "BesselI0e")
+register_unary(aten.special_i1e.default, "BesselI1e")
+register_unary(aten.special_ndtri.default, "Ndtri")
 register_unary(aten.exp2.default, "Exp", {"base": 2.0})  # GE Exp: base ** x
 register_unary(aten.log2.default, "Log", {"base": 2.0})  # GE Log: log_base(x)
 register_unary(aten.log10.default, "Log", {"base": 10.0})
@@ -128,3 +132,31 @@ def logit(ctx, self, eps=None):
     one_minus = pointwise(ctx, "Sub", [1.0, z], cd, suffix="one_minus")
     ratio = pointwise(ctx, "RealDiv", [z, one_minus], cd, suffix="ratio")
     return pointwise(ctx, "Log", [ratio], cd, out=ctx.out_dtype)
+
+
+def _bessel(ge_type: str):
+    def convert(ctx, self):
+        # GE has only the scaled Bessel functions: I(x) = Ie(x) * exp(|x|).
+        cd = need_dtype(ge_type, ctx.out_dtype)
+        x = as_value(ctx, self, cd)
+        scaled = pointwise(ctx, ge_type, [x], cd, suffix="scaled")
+        growth = pointwise(ctx, "Exp", [pointwise(ctx, "Abs", [x], cd, suffix="abs")], cd,
+                           suffix="exp")
+        return pointwise(ctx, "Mul", [scaled, growth], cd, out=ctx.out_dtype)
+    return convert
+
+
+register(aten.i0.default, capability=supports("BesselI0e"))(_bessel("BesselI0e"))
+register(aten.special_i1.default, capability=supports("BesselI1e"))(_bessel("BesselI1e"))
+
+
+@register(aten.angle.default, capability=supports("Less", "SelectV2"))
+def angle(ctx, self):
+    """angle(Tensor self) -> Tensor"""
+    # Real inputs only (complex never reaches GE): pi where x < 0, else 0; NaN stays NaN.
+    dtype = ctx.out_dtype
+    x = as_value(ctx, self, dtype)
+    neg = pointwise(ctx, "Less", [x, 0], dtype, y_dtype=torch.bool, suffix="neg")
+    y = select(ctx, neg, math.pi, 0.0, dtype, suffix="sel")
+    nan = pointwise(ctx, "IsNan", [x], dtype, y_dtype=torch.bool, suffix="nan")
+    return select(ctx, nan, x, y, dtype)

@@ -115,3 +115,21 @@ def soft_shrink_grad(input_grad, input_x, lambd=0.5):
 @kernel("TanhGrad")
 def tanh_grad(y, dy, complex_conj=False):
     return aten.tanh_backward(dy, y)
+
+
+@kernel("EluGradV2")
+def elu_grad_v2(grads, activations, alpha=1.0, scale=1.0, input_scale=1.0, is_result=False):
+    return aten.elu_backward(grads, alpha, scale, input_scale, is_result, activations)
+
+
+@kernel("MishGrad")
+def mish_grad(grad, x, tanhx=None):
+    return aten.mish_backward(grad, x)
+
+
+@kernel("LogSigmoidGrad")
+def log_sigmoid_grad(grads, features):
+    """d/dx log(sigmoid(x)) = sigmoid(-x), in the overflow-free form of torch's CPU kernel."""
+    z = torch.exp(-features.abs())
+    negative = features < 0
+    return grads * torch.where(negative, 1 - z / (1 + z), z / (1 + z))

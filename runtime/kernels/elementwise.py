@@ -36,7 +36,26 @@ _TORCH_FNS = {
     "Floor": torch.floor, "Ceil": torch.ceil, "Round": torch.round, "Trunc": torch.trunc,
     "IsNan": torch.isnan, "IsInf": torch.isinf, "IsPosInf": torch.isposinf,
     "IsNegInf": torch.isneginf,
+    "Gcd": torch.gcd,
 }
+
+
+def _in_float32(fn):
+    """torch's CPU special functions lack fp16/bf16 kernels: compute in f32, round back."""
+    def run(*xs):
+        dtype = xs[0].dtype
+        if dtype not in (torch.float16, torch.bfloat16):
+            return fn(*xs)
+        return fn(*(x.float() for x in xs)).to(dtype)
+    return run
+
+
+for _name, _fn in {"NextAfter": torch.nextafter, "Igamma": torch.igamma,
+                   "Igammac": torch.igammac, "Zeta": torch.special.zeta,
+                   "Xlog1py": torch.special.xlog1py, "BesselI0e": torch.special.i0e,
+                   "BesselI1e": torch.special.i1e, "Ndtri": torch.special.ndtri}.items():
+    kernel(_name)(_in_float32(_fn))
+
 # torch functions with an out= variant: the memory plan hands them their destination
 _OUT_OK = {"Add", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Neg", "Abs", "Sqrt", "Rsqrt",
            "Square", "Reciprocal", "Erf", "Sin", "Cos"}

@@ -71,3 +71,18 @@ def lp_norm_v2(x, p=2.0, axes=(), keepdim=False, epsilon=1e-12):
     """max(||x||_p over axes (all when empty), epsilon)."""
     dims = list(axes) or None
     return torch.linalg.vector_norm(x, p, dims, keepdim).clamp_min(epsilon)
+
+
+@kernel("Cummax")
+def cummax(x, dim):
+    return tuple(torch.cummax(x, dim))
+
+
+@kernel("Cummin")
+def cummin(x, axis):
+    return tuple(torch.cummin(x, axis))
+
+
+@kernel("CumulativeLogsumexp")
+def cumulative_logsumexp(x, axis, exclusive=False, reverse=False):
+    return _scan(torch.logcumsumexp, -float("inf"), x, axis, exclusive, reverse)

@@ -108,6 +108,14 @@ UNARY = [
     ("logical_not", torch.logical_not, "LogicalNot", (F32, I64, B), None),
     ("bitwise_not", torch.bitwise_not, "Invert", (I32, I64, U8, I8), None),
     ("bitwise_not_bool", torch.bitwise_not, "LogicalNot", (B,), None),
+    ("signbit", torch.signbit, "Bitcast", (F32, F16, BF16), None),
+    ("signbit_int", torch.signbit, "Less", (I32,), None),
+    ("i0", torch.i0, "BesselI0e", (F32, F16), None),
+    ("i0e", torch.special.i0e, "BesselI0e", (F32,), None),
+    ("i1", torch.special.i1, "BesselI1e", (F32,), None),
+    ("i1e", torch.special.i1e, "BesselI1e", (F32,), None),
+    ("ndtri", torch.special.ndtri, "Ndtri", (F32,), (0.05, 0.95)),
+    ("angle", torch.angle, "SelectV2", (F32, I64), None),
     ("pow_scalar", lambda x: x ** 2, "Pow", NUMS, None),
     ("pow_half", lambda x: x ** 0.5, "Pow", FLOATS + (I64,), (0.0, 4.0)),
     ("rpow", lambda x: 2 ** x, "Pow", FLOATS + (I64,), (0.0, 4.0)),
@@ -181,6 +189,16 @@ BINARY = [
     ("lshift", lambda a, b: a << b.abs(), "LeftShift", (I32, I64)),
     ("rshift", lambda a, b: a >> b.abs(), "RightShift", (I32, I64)),
     ("where", lambda a, b: torch.where(a > b, a, b), "SelectV2", NUMS + (B,)),
+    ("logaddexp2", torch.logaddexp2, "Log1p", (F32, F16)),
+    ("nextafter", torch.nextafter, "NextAfter", (F32,)),
+    ("igamma", lambda a, b: torch.igamma(a.abs() + 0.5, b.abs()), "Igamma", (F32,)),
+    ("igammac", lambda a, b: torch.igammac(a.abs() + 0.5, b.abs()), "Igammac", (F32,)),
+    ("zeta", lambda a, b: torch.special.zeta(a.abs() + 2, b.abs() + 1), "Zeta", (F32,)),
+    ("xlog1py", lambda a, b: torch.special.xlog1py(a, b.abs()), "Xlog1py", (F32, F16)),
+    ("gcd", torch.gcd, "Gcd", (I32, I64)),
+    ("lcm", torch.lcm, "Gcd", (I32, I64)),
+    ("heaviside", lambda a, b: torch.heaviside(a * (a > 0.5), b), "SelectV2", (F32, I64)),
+    ("copysign", torch.copysign, "Bitcast", (F32, BF16, I64)),
     ("lerp", lambda a, b: torch.lerp(a, b, 0.3), "Lerp", FLOATS),
     ("lerp_tensor", lambda a, b: torch.lerp(a, b, b.sigmoid()), "Lerp", (F32,)),
     ("addcmul", lambda a, b: torch.addcmul(a, b, a, value=0.5), "Addcmul", (F32, F16, I64)),
@@ -217,6 +235,43 @@ def test_scalar_operand(name, fn, ge):
         run(fn, make((2, 5), dtype), ge=ge, dtype=dtype)
 
 
+# Overloads Dynamo never emits from Python operators but decompositions and direct calls do.
+OVERLOADS = [
+    ("add_scalar", lambda x, i: aten.add.Scalar(x, 2), "Add"),
+    ("sub_scalar", lambda x, i: aten.sub.Scalar(i, 2), "Sub"),
+    ("mul_scalar", lambda x, i: aten.mul.Scalar(x, 0.5), "Mul"),
+    ("div_scalar", lambda x, i: aten.div.Scalar(i, 2), "RealDiv"),
+    ("div_scalar_mode", lambda x, i: aten.div.Scalar_mode(i, 2, rounding_mode="floor"),
+     "FloorDiv"),
+    ("floor_divide_scalar", lambda x, i: aten.floor_divide.Scalar(x, 0.3), "FloorDiv"),
+    ("remainder_scalar_tensor", lambda x, i: aten.remainder.Scalar_Tensor(7, i + 1), "FloorMod"),
+    ("and_scalar", lambda x, i: aten.bitwise_and.Scalar(i, 3), "BitwiseAnd"),
+    ("and_scalar_tensor", lambda x, i: aten.bitwise_and.Scalar_Tensor(3, i), "BitwiseAnd"),
+    ("or_scalar", lambda x, i: aten.bitwise_or.Scalar(i, 3), "BitwiseOr"),
+    ("or_scalar_tensor", lambda x, i: aten.bitwise_or.Scalar_Tensor(3, i), "BitwiseOr"),
+    ("xor_scalar", lambda x, i: aten.bitwise_xor.Scalar(i, 3), "BitwiseXor"),
+    ("xor_scalar_tensor", lambda x, i: aten.bitwise_xor.Scalar_Tensor(3, i), "BitwiseXor"),
+    ("lshift_scalar", lambda x, i: aten.__lshift__.Scalar(i, 2), "LeftShift"),
+    ("rshift_scalar", lambda x, i: aten.__rshift__.Scalar(i, 1), "RightShift"),
+    ("left_shift", lambda x, i: aten.bitwise_left_shift.Tensor(i, i), "LeftShift"),
+    ("left_shift_ts", lambda x, i: aten.bitwise_left_shift.Tensor_Scalar(i, 3), "LeftShift"),
+    ("left_shift_st", lambda x, i: aten.bitwise_left_shift.Scalar_Tensor(1, i), "LeftShift"),
+    ("right_shift", lambda x, i: aten.bitwise_right_shift.Tensor(i * 8, i), "RightShift"),
+    ("right_shift_ts", lambda x, i: aten.bitwise_right_shift.Tensor_Scalar(i, 1), "RightShift"),
+    ("right_shift_st", lambda x, i: aten.bitwise_right_shift.Scalar_Tensor(64, i),
+     "RightShift"),
+    ("clamp_max_tensor", lambda x, i: aten.clamp_max.Tensor(x, x.flip(0)), "Minimum"),
+    ("clamp_min_tensor", lambda x, i: aten.clamp_min.Tensor(i, i.flip(1)), "Maximum"),
+    ("xlogy_scalar_other", lambda x, i: aten.xlogy.Scalar_Other(x, 2.0), "Xlogy"),
+    ("xlogy_scalar_self", lambda x, i: aten.xlogy.Scalar_Self(2.0, x.abs() + 0.1), "Xlogy"),
+]
+
+
+@pytest.mark.parametrize("name,fn,ge", OVERLOADS, ids=[c[0] for c in OVERLOADS])
+def test_direct_overloads(name, fn, ge):
+    run(fn, make((3, 4)), make((3, 4), I64, 0, 4), ge=ge)
+
+
 PROMOTION = [  # (a dtype, b dtype) -> torch's result type, computed by GE in that dtype
     (I32, F32), (I64, F16), (F16, F32), (BF16, F16), (B, I32), (U8, I8), (I8, I64), (B, F32),
 ]
@@ -241,6 +296,12 @@ def test_int_overflow_wraps_like_eager():
     # int8 is widened (GE's Neg/Mul lack it) and cast back: wrap-around must survive.
     x = torch.tensor([-128, 127, 100, -3], dtype=I8)
     run(lambda t: (-t, t * 3, t + 100), x, ge=("Neg", "Mul", "Add"))
+
+
+def test_signbit_and_copysign_see_negative_zero():
+    x = torch.tensor([0.0, -0.0, 1.0, -2.0, float("inf"), -float("inf")])
+    run(lambda t: (torch.signbit(t), torch.copysign(torch.ones_like(t) * 3, t),
+                   torch.copysign(t, -1.0)), x, ge="Bitcast")
 
 
 def test_fmax_fmin_ignore_nan():
@@ -274,6 +335,13 @@ BACKWARD = [
     ("softplus_backward", lambda g, x: aten.softplus_backward(g, x, 1.5, 2.0), "SoftplusV2Grad"),
     ("hardshrink_backward", lambda g, x: aten.hardshrink_backward(g, x, 0.3), "HardShrinkGrad"),
     ("softshrink_backward", lambda g, x: aten.softshrink_backward(g, x, 0.3), "SoftShrinkGrad"),
+    ("elu_backward", lambda g, x: aten.elu_backward(g, 0.7, 1.2, 0.9, False, x), "EluGradV2"),
+    ("elu_backward_result", lambda g, x: aten.elu_backward(g, 0.7, 1.2, 0.9, True, F.elu(x)),
+     "EluGradV2"),
+    ("mish_backward", lambda g, x: aten.mish_backward(g, x), "MishGrad"),
+    ("log_sigmoid_backward",
+     lambda g, x: aten.log_sigmoid_backward(g, x, aten.log_sigmoid_forward(x)[1]),
+     "LogSigmoidGrad"),
 ]
 
 

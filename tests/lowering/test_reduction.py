@@ -126,3 +126,22 @@ def test_any_all_of_uint8_keep_uint8_result():
     outs = [d.dtype for op in graphs[0].lowered.graph.ops if op.type == "NetOutput"
             for d in op.input_descs]
     assert outs == [U8, U8, U8]
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, I64])
+def test_cummax_cummin(dtype):
+    x = distinct((3, 5), dtype)
+    run(lambda t: [(*torch.cummax(t, d), *torch.cummin(t, d)) for d in (0, -1)], x,
+        ge=("Cummax", "Cummin"), dtype=dtype)
+
+
+def test_logcumsumexp_aminmax_nansum():
+    x = torch.randn(3, 5)
+    x[1, 2] = float("nan")
+    y = torch.randn(3, 5)
+    run(lambda t: [torch.logcumsumexp(t, d) for d in (0, 1)], y, ge="CumulativeLogsumexp")
+    run(lambda t: [(*torch.aminmax(t), *torch.aminmax(t, dim=1, keepdim=True))], y,
+        ge=("ReduceMin", "ReduceMax"))
+    run(lambda t: (torch.nansum(t), torch.nansum(t, 1), torch.nansum(t, 0, keepdim=True)), x,
+        ge=("IsNan", "ReduceSum"))
+    run(lambda t: torch.nansum(t, 1), torch.arange(6).reshape(2, 3), ge="ReduceSum")
