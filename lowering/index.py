@@ -458,10 +458,11 @@ def _with_int64_indices(ctx, ys: tuple) -> tuple:
     return values, cast(ctx, indices, torch.int64)
 
 
-def _sort(ctx, self: Value, dim: int, descending: bool) -> tuple:
+def _sort(ctx, self: Value, dim: int, descending: bool, stable: bool) -> tuple:
     x = reshape(ctx, self, (1,)) if self.rank == 0 else self
     out = [(x.dtype, x.shape), (torch.int32, x.shape)]
-    attrs = {"axis": norm_axis(dim, x.rank), "descending": bool(descending), "stable": True}
+    attrs = {"axis": norm_axis(dim, x.rank), "descending": bool(descending),
+             "stable": bool(stable)}
     values, indices = _with_int64_indices(ctx, move(ctx, "Sort", [x], attrs, out=out))
     if self.rank == 0:
         return reshape(ctx, values, (), "values"), reshape(ctx, indices, (), "indices")
@@ -471,14 +472,14 @@ def _sort(ctx, self: Value, dim: int, descending: bool) -> tuple:
 @register(aten.sort.default)
 def sort(ctx, self, dim=-1, descending=False):
     """sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    return _sort(ctx, self, dim, descending)
+    return _sort(ctx, self, dim, descending, False)
 
 
 @register(aten.sort.stable)
 def sort_stable(ctx, self, stable=None, dim=-1, descending=False):
     """sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False)
     -> (Tensor values, Tensor indices)"""
-    return _sort(ctx, self, dim, descending)
+    return _sort(ctx, self, dim, descending, bool(stable))
 
 
 @register(aten.topk.default)
