@@ -17,25 +17,28 @@ The fused ``FlashAttentionScore`` is the fusion passes' job (and float16/bfloat1
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from npu_inductor.ge.ir import Value
-from npu_inductor.lowering.context import LoweringContext
+from npu_inductor.ge.ir import DYNAMIC_DIM, Value
+from npu_inductor.lowering.context import LoweringContext, static_shape
 from npu_inductor.lowering.helpers import cast, int_list
 from npu_inductor.lowering.registry import register
-from npu_inductor.lowering.shape import static_dims
+from npu_inductor.lowering.symbolic import reshape_to, sym_sizes, upper_mask
 
 aten = torch.ops.aten
 
 
 @dataclass(frozen=True)
 class _Dims:
-    b: int
+    """Sizes as ints, or SymInts for dynamic dims (heads are static)."""
+
+    b: Any
     hq: int
     hk: int
-    lq: int
-    s: int
+    lq: Any
+    s: Any
 
     @property
     def g(self) -> int:
@@ -43,16 +46,14 @@ class _Dims:
 
 
 def _dims(ctx: LoweringContext, query: Value, key: Value, value: Value) -> _Dims:
-    static_dims(ctx, query, key, value)  # sizes shape the Reshapes and the causal mask
-    b, hq, lq, _ = query.shape
-    return _Dims(b, hq, key.shape[1], lq, key.shape[2])
+    b, hq, lq, _ = sym_sizes(ctx, query)
+    _, hk, s, _ = sym_sizes(ctx, key)
+    return _Dims(b, hq, hk, lq, s)
 
 
 def _reshape(ctx: LoweringContext, v: Value, shape, suffix: str) -> Value:
-    shape = tuple(shape)
-    if shape == v.shape:
-        return v
-    return ctx.op("Reshape", [v, int_list(ctx, shape)], out=(v.dtype, shape), suffix=suffix)
+    """Reshape to sizes given as ints and SymInts."""
+    return reshape_to(ctx, v, tuple(shape), suffix)
 
 
 def _grouped(ctx: LoweringContext, v: Value, d: _Dims, suffix: str) -> Value:
@@ -63,7 +64,19 @@ def _grouped(ctx: LoweringContext, v: Value, d: _Dims, suffix: str) -> Value:
 def _bmm(ctx: LoweringContext, a: Value, b: Value, shape, suffix: str, adj_x1=False,
          adj_x2=False) -> Value:
     return ctx.op("BatchMatMulV2", [a, b], {"adj_x1": adj_x1, "adj_x2": adj_x2},
-                  out=(a.dtype, tuple(shape)), suffix=suffix)
+                  out=(a.dtype, static_shape(shape)), suffix=suffix)
+
+
+def _causal(ctx: LoweringContext, d: _Dims, dtype: torch.dtype) -> Value:
+    """The additive causal mask (-inf above the diagonal), (L, S)."""
+    shape = static_shape((d.lq, d.s))
+    if DYNAMIC_DIM not in shape:
+        keep = torch.ones(shape, dtype=torch.bool).tril()
+        bias = torch.zeros(shape).masked_fill(~keep, float("-inf"))
+        return ctx.const(bias, dtype, "causal_mask")
+    upper = upper_mask(ctx, d.lq, d.s, suffix="causal_upper")
+    zero, ninf = ctx.const(0.0, dtype), ctx.const(float("-inf"), dtype)
+    return ctx.op("SelectV2", [upper, ninf, zero], out=(dtype, shape), suffix="causal_mask")
 
 
 def _mask(ctx: LoweringContext, d: _Dims, dtype: torch.dtype, is_causal: bool,
@@ -71,16 +84,14 @@ def _mask(ctx: LoweringContext, d: _Dims, dtype: torch.dtype, is_causal: bool,
     """Additive masks, shaped to broadcast against (B, Hk, g, L, S) scores."""
     masks = []
     if is_causal:
-        keep = torch.ones(d.lq, d.s, dtype=torch.bool).tril()
-        bias = torch.zeros(d.lq, d.s).masked_fill(~keep, float("-inf"))
-        masks.append(ctx.const(bias, dtype, "causal_mask"))
+        masks.append(_causal(ctx, d, dtype))
     if attn_mask is not None:
         m = attn_mask
         if m.dtype == torch.bool:
             zero, ninf = ctx.const(0.0, dtype), ctx.const(float("-inf"), dtype)
             m = ctx.op("SelectV2", [m, zero, ninf], out=(dtype, m.shape), suffix="mask_bias")
-        shape = (1,) * (4 - m.rank) + tuple(m.shape)
-        heads = (d.hk, d.g) if shape[1] == d.hq else (1, 1)
+        shape = (1,) * (4 - m.rank) + sym_sizes(ctx, attn_mask)
+        heads = (d.hk, d.g) if static_shape(shape)[1] == d.hq else (1, 1)
         masks.append(_reshape(ctx, cast(ctx, m, dtype), (shape[0], *heads, *shape[2:]),
                               "mask_shape"))
     return masks
@@ -124,10 +135,13 @@ def sdpa_flash_cpu(ctx, query, key, value, dropout_p=0.0, is_causal=False, attn_
                      _mask(ctx, d, query.dtype, is_causal, attn_mask))
     out = _bmm(ctx, _probs(ctx, scores, d), value, (d.b, d.hk, d.g * d.lq, value.shape[-1]),
                "pv")
-    (_, out_shape), (lse_dtype, lse_shape) = ctx.out_specs()
-    lse = ctx.op("ReduceLogSumExp", [cast(ctx, scores, lse_dtype), int_list(ctx, [-1], "axes")],
-                 {"keep_dims": False}, out=(lse_dtype, (d.b, d.hk, d.g, d.lq)), suffix="lse")
-    return _reshape(ctx, out, out_shape, "out"), _reshape(ctx, lse, lse_shape, "lse_shape")
+    lse_dtype = ctx.out_specs()[1][0]
+    last = int_list(ctx, [scores.rank - 1], "axes")  # non-negative: -1 reads as a dynamic dim
+    lse = ctx.op("ReduceLogSumExp", [cast(ctx, scores, lse_dtype), last],
+                 {"keep_dims": False}, out=(lse_dtype, static_shape((d.b, d.hk, d.g, d.lq))),
+                 suffix="lse")
+    out_sizes, lse_sizes = (tuple(v.shape) for v in ctx.meta)  # ints and SymInts
+    return _reshape(ctx, out, out_sizes, "out"), _reshape(ctx, lse, lse_sizes, "lse_shape")
 
 
 @register(aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
@@ -147,4 +161,4 @@ def sdpa_flash_cpu_backward(ctx, grad_out, query, key, value, out, logsumexp, dr
                 suffix="ds_scale")
     dq = _bmm(ctx, ds, key, qg.shape, "dq")
     dk = _bmm(ctx, ds, qg, key.shape, "dk", adj_x1=True)
-    return _reshape(ctx, dq, query.shape, "dq_shape"), dk, dv
+    return _reshape(ctx, dq, sym_sizes(ctx, query), "dq_shape"), dk, dv

@@ -47,17 +47,38 @@ def shape_value(ctx: LoweringContext, sizes: Sequence[Any], suffix: str = "shape
                   suffix=suffix)
 
 
+def shape_of(ctx: LoweringContext, x: Value, dtype: torch.dtype = INT,
+             suffix: str = "shape") -> Value:
+    """``x``'s shape as a 1-D tensor: a ``Const`` when static, else ``Shape(x)``."""
+    if DYNAMIC_DIM not in x.shape:
+        return ctx.const(torch.tensor(list(x.shape), dtype=dtype), dtype, suffix)
+    return ctx.op("Shape", [x], {"dtype": dtypes.to_cpp(dtype)}, out=(dtype, (x.rank,)),
+                  suffix=suffix)
+
+
 def sym_sizes(ctx: LoweringContext, x: Value) -> tuple[Any, ...]:
     """The sizes of a converter input as ints and SymInts, read from the FX node that
     produced it (a fully static ``x`` needs no lookup)."""
+    sizes = _known_sizes(ctx, x)
+    if sizes is None:
+        raise DynamicShapeError(f"{ctx.node.target}: no symbolic sizes for an input of shape "
+                                f"{list(x.shape)}")
+    return sizes
+
+
+def _known_sizes(ctx: LoweringContext, x: Value) -> tuple[Any, ...] | None:
     if DYNAMIC_DIM not in x.shape:
         return tuple(x.shape)
     for n in (*ctx.node.all_input_nodes, ctx.node):
         val = n.meta.get("val")
         if ctx.env.get(n) is x and isinstance(val, torch.Tensor):
             return tuple(val.shape)
-    raise DynamicShapeError(f"{ctx.node.target}: no symbolic sizes for an input of shape "
-                            f"{list(x.shape)}")
+    return None
+
+
+def _exprs(sizes: Sequence[Any]) -> tuple[Any, ...]:
+    """Sizes compared without guarding on them (sympy expressions, not SymInt ``==``)."""
+    return tuple(s.node.expr if isinstance(s, torch.SymInt) else sympy.Integer(s) for s in sizes)
 
 
 def sizes_value(ctx: LoweringContext, sizes: Sequence[Any], suffix: str = "shape") -> Value:
@@ -69,7 +90,8 @@ def reshape_to(ctx: LoweringContext, x: Value, sizes: Sequence[Any],
                suffix: str = "reshape") -> Value:
     """``Reshape`` to sizes given as ints and SymInts (no op when statically equal)."""
     shape = static_shape(sizes)
-    if shape == tuple(x.shape) and DYNAMIC_DIM not in shape:
+    known = _known_sizes(ctx, x)
+    if shape == tuple(x.shape) and known is not None and _exprs(known) == _exprs(sizes):
         return x
     return ctx.op("Reshape", [x, sizes_value(ctx, sizes)], out=(x.dtype, shape), suffix=suffix)
 
