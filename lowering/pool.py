@@ -80,3 +80,21 @@ def avg_pool2d_backward(ctx, grad_output, self, kernel_size, stride, padding, ce
     return ctx.op("AvgPoolV2Grad", [shape, grad_output],
                   _avg_attrs(kernel_size, stride, padding, ceil_mode, count_include_pad,
                              divisor_override))
+
+
+def _triple(values: Sequence[int], default: Sequence[int]) -> list[int]:
+    values = list(values) if values else list(default)
+    return values * 3 if len(values) == 1 else values
+
+
+@register(aten.max_pool3d_with_indices.default)
+def max_pool3d_with_indices(ctx, self, kernel_size, stride=(), padding=(0,), dilation=(1,),
+                            ceil_mode=False):
+    """max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""  # noqa: E501
+    k = _triple(kernel_size, ())
+    attrs = {"ksize": k, "strides": _triple(stride, k), "pads": _triple(padding, (0,)),
+             "dilation": _triple(dilation, (1,)), "ceil_mode": bool(ceil_mode),
+             "data_format": "NCDHW", "dtype": dtypes.to_cpp(torch.int64)}
+    # GE has no argmax-driven 3-d max-pool gradient: the backward runs in eager on these
+    # torch-layout indices.
+    return ctx.op("MaxPool3DWithArgmaxV2", [self], attrs)

@@ -359,3 +359,10 @@ def embedding_bag(weight, indices, offsets=None, per_sample_weights=None, mode="
                   padding_idx=-1):
     return aten._embedding_bag(weight, indices, offsets, scale_grad_by_freq, _BAG_MODES[mode],
                                sparse, per_sample_weights, include_last_offset, padding_idx)
+
+
+@kernel("MaxPool3DWithArgmaxV2")
+def max_pool3d_with_argmax_v2(x, ksize=(), strides=(), pads=(), dilation=(1, 1, 1),
+                              ceil_mode=False, data_format="NCDHW", dtype=3):
+    y, argmax = aten.max_pool3d_with_indices(x, ksize, strides, pads, dilation, ceil_mode)
+    return y, argmax.to(from_cpp(dtype))
