@@ -8,9 +8,10 @@ feeding it  ==>  ``npu::add_rms_norm`` (GE ``AddRmsNorm``).
     s = add(a, b); rms_norm(s, gamma, eps)       ==>  add_rms_norm(a, b, gamma, eps)
                                                      (the sum is its third output)
 
-Fires in inference graphs. In training graphs AOTAutograd has already written the
-backward in plain ops against the forward's saved intermediates, so the fused op's
-RmsNormGrad would not be used; the fusion stays off there (logged).
+``RmsNorm`` fires in inference and training forward graphs (GE has its backward,
+``RmsNormGrad``): AOTAutograd has already written the backward in plain ops against the
+forward's saved rstd and x * rstd, so in a training forward those come from RmsNorm's rstd
+output. ``AddRmsNorm`` has no GE backward and stays off in training graphs (logged).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from npu_inductor.graph_passes.common import (
     call,
     dtype,
     finish,
+    graph_kind,
     is_op,
     is_training,
     only_used_by,
@@ -72,8 +74,20 @@ def _cast(node: Node, to: torch.dtype) -> bool:
             and node.kwargs.get("dtype") == to)
 
 
-def match_rms_norm(rsqrt: Node) -> dict | None:
-    """The RMSNorm pattern around one ``rsqrt`` node, or None."""
+def _user(node: Node, pred) -> Node | None:
+    found = [u for u in node.users if pred(u)]
+    return found[0] if len(found) == 1 else None
+
+
+def _weight_mul(scaled_in: Node) -> tuple[Node, Node] | None:
+    """The ``mul(gamma, scaled_in)`` user -> (that mul, gamma)."""
+    out = _user(scaled_in, lambda u: is_op(u, aten.mul.Tensor) and _other(u, scaled_in))
+    return (out, _other(out, scaled_in)) if out is not None else None
+
+
+def match_rms_norm(rsqrt: Node, training: bool = False) -> dict | None:
+    """The RMSNorm pattern around one ``rsqrt`` node, or None. With ``training`` the rstd
+    and the normalized x may also be read elsewhere (saved for the backward)."""
     add = rsqrt.args[0]
     if not is_op(add, aten.add.Tensor) or scalar_arg(add, 1) is None:
         return None
@@ -84,39 +98,57 @@ def match_rms_norm(rsqrt: Node) -> dict | None:
     xf = sq.args[0] if isinstance(sq, Node) and sq.args else None
     if not isinstance(xf, Node) or not _is_square(sq, xf):
         return None
-    norm = _single_user(rsqrt)
-    if not is_op(norm, aten.mul.Tensor) or _other(norm, rsqrt) is not xf:
+    norm = _user(rsqrt, lambda u: is_op(u, aten.mul.Tensor) and _other(u, rsqrt) is xf)
+    if norm is None:
         return None
     x = xf.args[0] if _cast(xf, torch.float32) else xf
-    cast = _single_user(norm)
-    if cast is not None and _cast(cast, dtype(x)) and dtype(x) != dtype(norm):
-        scaled_in = cast
-    else:
-        scaled_in, cast = norm, None
-    out = _single_user(scaled_in)
-    gamma = _other(out, scaled_in) if is_op(out, aten.mul.Tensor) else None
-    if gamma is None or shape(gamma) != shape(x)[-1:] or dtype(gamma) != dtype(x):
+    cast = _user(norm, lambda u: _cast(u, dtype(x)))
+    if cast is None or dtype(x) == dtype(norm):
+        cast = None
+    found = _weight_mul(cast if cast is not None else norm)
+    if found is None:
+        return None
+    out, gamma = found
+    if shape(gamma) != shape(x)[-1:] or dtype(gamma) != dtype(x):
         return None
     if dtype(out) != dtype(x) or shape(out) != shape(x):
         return None
-    inner = [sq, mean, add, rsqrt, norm] + ([cast] if cast is not None else [])
-    allowed = set(inner) | {out}
-    if not only_used_by(inner, allowed):
+    private = [sq, mean, add] + ([cast] if cast is not None else [])
+    shared = [rsqrt, norm]  # readable by the backward in training graphs
+    inner = set(private + shared) | {out}
+    if not only_used_by(private + ([] if training else shared), inner):
         return None
-    return {"x": x, "gamma": gamma, "eps": float(add.args[1]), "out": out}
+    if training and dtype(rsqrt) != torch.float32:
+        return None  # RmsNorm's rstd is fp32; a saved fp16 rsqrt cannot be replaced by it
+    return {"x": x, "xf": xf, "gamma": gamma, "eps": float(add.args[1]), "out": out,
+            "rsqrt": rsqrt, "norm": norm}
+
+
+def _replace_saved(gm: GraphModule, m: dict, rstd: Node) -> None:
+    """What the backward reads (rstd, x * rstd) now comes from RmsNorm's rstd."""
+    m["rsqrt"].replace_all_uses_with(rstd)
+    if m["norm"].users.keys() - {m["out"]}:
+        normalized = call(gm, aten.mul.Tensor, (m["xf"], rstd), like=m["norm"])
+        m["norm"].replace_all_uses_with(normalized)
 
 
 def fuse_rms_norm(gm: GraphModule, config: NpuConfig) -> GraphModule:
-    if is_training(gm):
-        skip("fuse_rms_norm", gm, "the backward is already decomposed; RmsNormGrad unused")
+    """Inference and training forward graphs (RmsNorm has a GE backward, RmsNormGrad; the
+    backward graph AOTAutograd already wrote keeps reading the saved rstd / x * rstd)."""
+    training = is_training(gm)
+    if graph_kind(gm) == "backward":
         return gm
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
     for rsqrt in list(gm.graph.find_nodes(op="call_function", target=aten.rsqrt.default)):
-        m = match_rms_norm(rsqrt)
-        if m is None:
+        m = match_rms_norm(rsqrt, training)
+        if m is None or order[m["gamma"]] > order[rsqrt]:  # gamma must exist by then
             continue
-        with gm.graph.inserting_before(m["out"]):
+        with gm.graph.inserting_after(rsqrt):  # before every reader of rsqrt
             fused = call(gm, npu.rms_norm.default, (m["x"], m["gamma"], m["eps"]), like=m["out"])
-            y = call(gm, operator.getitem, (fused, 0), like=m["out"])
+        with gm.graph.inserting_before(fused.next):  # keeps creation order
+            y, rstd = (call(gm, operator.getitem, (fused, i), like=m["out"]) for i in (0, 1))
+            if training:
+                _replace_saved(gm, m, rstd)
         m["out"].replace_all_uses_with(y)
         bump("fuse_rms_norm")
     return finish(gm)
@@ -124,6 +156,7 @@ def fuse_rms_norm(gm: GraphModule, config: NpuConfig) -> GraphModule:
 
 def fuse_add_rms_norm(gm: GraphModule, config: NpuConfig) -> GraphModule:
     if is_training(gm):
+        skip("fuse_add_rms_norm", gm, "GE has no AddRmsNorm backward")
         return gm
     for norm in list(gm.graph.find_nodes(op="call_function", target=npu.rms_norm.default)):
         x = norm.args[0]

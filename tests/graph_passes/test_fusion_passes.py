@@ -70,6 +70,21 @@ def _add_norm(a, b, w):
     return w * (s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + 1e-5)), s * 2
 
 
+def _saving_norm(x, w):
+    r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+    n = x * r
+    return w * n, r, n  # rstd and x * rstd also leave the graph, as a training forward's do
+
+
+def test_rms_norm_in_a_training_forward_feeds_the_saved_values_from_rstd():
+    inputs = (torch.randn(2, 8), torch.randn(8))
+    gm = _prepared(_saving_norm, *inputs)
+    next(iter(gm.graph.find_nodes(op="placeholder"))).name = "primals_1"  # a training graph
+    gm, fired = run(gp.fuse_rms_norm, gm)
+    assert fired == {"fuse_rms_norm": 1} and not has(gm, aten.rsqrt.default)
+    same_result(gm, _saving_norm, *inputs)
+
+
 def test_add_rms_norm_fires_and_reuses_the_sum():
     inputs = (torch.randn(2, 8), torch.randn(2, 8), torch.randn(8))
     gm, _ = run(gp.fuse_rms_norm, _prepared(_add_norm, *inputs))
