@@ -7,11 +7,11 @@ from pathlib import Path
 
 from npu_inductor.benchmarks.results import Row
 
-# (file stem, value column, y label, draw a 1.0 reference line)
+# (file stem, value column, y label, draw a 1.0 reference line, log scale)
 CHARTS = (
-    ("speedup", "speedup", "speedup over eager (median)", True),
-    ("memory", "dynamo_peak_mem", "peak memory (MB)", False),
-    ("compile_time", "compilation_latency", "cold compilation_latency (s)", False),
+    ("speedup", "speedup", "speedup over eager (median)", True, False),
+    ("memory", "dynamo_peak_mem", "peak memory (MB, log)", False, True),
+    ("compile_time", "compilation_latency", "cold compilation_latency (s, log)", False, True),
 )
 
 
@@ -31,7 +31,7 @@ def _grouped(rows: list[Row], column: str) -> tuple[list[str], dict[str, list[fl
 
 
 def bar_chart(rows: list[Row], column: str, ylabel: str, path: Path, title: str,
-              unit_line: bool = False) -> Path:
+              unit_line: bool = False, log: bool = False) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -47,6 +47,8 @@ def bar_chart(rows: list[Row], column: str, ylabel: str, path: Path, title: str,
         ax.bar(xs, values, width, label=backend)
     if unit_line:
         ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    if log:  # values span orders of magnitude (Inductor compiles, resnet18 memory)
+        ax.set_yscale("log")
     ax.set_xticks(range(len(labels)), labels, fontsize=8)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
@@ -59,5 +61,5 @@ def bar_chart(rows: list[Row], column: str, ylabel: str, path: Path, title: str,
 
 def write_charts(rows: list[Row], out: Path, title: str) -> list[Path]:
     """One PNG per entry of ``CHARTS``; returns the paths."""
-    return [bar_chart(rows, column, ylabel, out / f"{stem}.png", title, unit_line)
-            for stem, column, ylabel, unit_line in CHARTS]
+    return [bar_chart(rows, column, ylabel, out / f"{stem}.png", title, unit_line, log)
+            for stem, column, ylabel, unit_line, log in CHARTS]

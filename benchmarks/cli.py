@@ -66,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, help="write CSV, JSON, Markdown and PNG charts here")
     p.add_argument("--profile-compile", action="store_true",
-                   help="cProfile graph mode's cold compile of each model (inference)")
+                   help="cProfile graph mode's cold compile of each model and mode")
     p.add_argument("--verbose", action="store_true", help="show compiler warnings and logs")
     return p.parse_args(argv)
 
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile_compile:
         from npu_inductor.benchmarks.profile_compile import profile_models
 
-        print(profile_models(models, settings, args.out))
+        print(profile_models(models, modes, settings, args.out))
     if args.out:
         meta = {"machine": machine, "command": "npu-bench " + " ".join(sys.argv[1:]),
                 "settings": {**vars(args), "out": str(args.out)}, "notes": NOTES,

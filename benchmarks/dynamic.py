@@ -108,8 +108,12 @@ def run_variant(v: Variant, model: nn.Module, requests: list, eager: list, ref: 
     row.compiles = len(rec.reports) if rec.reports_available else len(rec.graphs)
     row.ge_graphs = len(rec.graphs)
     lengths = [r[0].shape[1] for r in requests]
-    row.padding_overhead = padding_overhead(lengths, v.buckets) if v.buckets else (
-        0.0 if v.name == "npu_exact" else None)
+    if v.name == "npu_exact":
+        row.padding_overhead = 0.0
+    elif v.buckets and row.compiles <= len(v.buckets):
+        row.padding_overhead = padding_overhead(lengths, v.buckets)
+    elif v.buckets:  # more compiles than buckets: the sizes ran exact, not padded
+        row.error = f"buckets not applied: {row.compiles} compiles for {len(v.buckets)} buckets"
     return row
 
 

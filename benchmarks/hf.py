@@ -35,7 +35,8 @@ def _configs() -> dict[str, Callable[[], nn.Module]]:
 
     return {
         "gpt2": lambda: tf.GPT2LMHeadModel(tf.GPT2Config(
-            n_layer=2, n_embd=128, n_head=4, vocab_size=VOCAB, n_positions=128)),
+            n_layer=2, n_embd=128, n_head=4, vocab_size=VOCAB, n_positions=128,
+            bos_token_id=0, eos_token_id=0)),
         "bert": lambda: tf.BertModel(tf.BertConfig(**SMALL), add_pooling_layer=False),
         "llama": lambda: tf.LlamaForCausalLM(tf.LlamaConfig(**SMALL, num_key_value_heads=2)),
         "qwen2": lambda: tf.Qwen2ForCausalLM(tf.Qwen2Config(**SMALL, num_key_value_heads=2)),

@@ -14,7 +14,8 @@ KEYS = (("model", "model", "{}"), ("mode", "mode", "{}"), ("backend", "backend",
 # Two terminal tables of (column, header, format); the CSV/JSON carry every column.
 SPEED = KEYS + (
     ("accuracy", "accuracy", "{}"), ("max_rel_err", "rel err", "{:.1e}"),
-    ("speedup", "speedup", "{:.2f}x"), ("abs_latency", "ms p50", "{:.3f}"),
+    ("speedup", "speedup", "{:.2f}x"), ("speedup_p10", "p10 speedup", "{:.2f}x"),
+    ("abs_latency", "ms p50", "{:.3f}"),
     ("abs_latency_p10", "p10", "{:.3f}"), ("abs_latency_p90", "p90", "{:.3f}"),
     ("compiles", "compiles", "{}"), ("total_time", "total s", "{:.2f}"),
     ("padding_overhead", "padding", "{:.1%}"),

@@ -26,6 +26,7 @@ class Row:
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     speedup: float | None = None  # median eager / median this backend
+    speedup_p10: float | None = None  # p10 eager / p10 this backend (robust to load spikes)
     abs_latency: float | None = None  # ms, median
     abs_latency_p10: float | None = None
     abs_latency_p90: float | None = None

@@ -278,6 +278,8 @@ def _row(r: Runner, case: Case, settings: Settings, eager: Runner | None,
         row.abs_latency_p90 = r.latency.p90
     row.eager_latency = _median(eager)
     row.speedup = ratio(row.eager_latency, row.abs_latency)
+    if eager is not None and eager.latency.samples and r.latency.samples:
+        row.speedup_p10 = ratio(eager.latency.p10, r.latency.p10)
     if r.backend.name != "eager" and r.cold_s is not None:
         row.compilation_latency, row.compilation_latency_warm = r.cold_s, r.warm_s
         row.warm_kind = r.backend.warm_kind
