@@ -1,0 +1,232 @@
+"""Run OpInfo entries through ``torch.compile(backend="npu")`` and compare with eager.
+
+Shared by ``test_opinfo.py`` and ``tools/opinfo_report.py``. Budget choices (the sweep must
+fit the CI budget on 2 cores): the first ``FLOAT32_SAMPLES`` samples in float32 and the
+first ``LOW_PRECISION_SAMPLES`` in float16 / bfloat16 where the op supports them on CPU;
+each (entry, dtype) gets its own code object, so Dynamo neither reuses nor evicts another
+entry's cache and no ``torch._dynamo.reset()`` is needed between entries (one every
+``RESET_EVERY`` runs bounds memory).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import math
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from opinfo import manifest
+from torch.utils._pytree import tree_leaves, tree_map
+
+from npu_inductor.compile_fx import REPORT_HOOKS, GraphReport, quiet_fallbacks
+
+FLOAT32_SAMPLES = 2
+LOW_PRECISION_SAMPLES = 1
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+RESET_EVERY = 100
+# fp32: the project's 1e-5. Low precision: eager CPU kernels accumulate in fp32 while a
+# lowered or decomposed chain rounds each intermediate to the low dtype, so allow a few ulp.
+TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3),
+              torch.bfloat16: (1.6e-2, 1.6e-2)}
+SEED = 1234
+
+
+@dataclass
+class Result:
+    """One OpInfo entry in one dtype: did compiled match eager, and what ran in eager."""
+
+    entry: str
+    dtype: torch.dtype
+    samples: int = 0
+    error: str | None = None  # first mismatch or crash (None: every sample matched)
+    fallbacks: Counter = field(default_factory=Counter)  # fallback op -> node count
+    graph_breaks: Counter = field(default_factory=Counter)  # Dynamo graph-break reasons
+    ge_graphs: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None
+
+    @property
+    def zero_fallback(self) -> bool:
+        """Matched eager entirely in GE: no fallback node and no Dynamo graph break."""
+        return self.no_fallback_nodes and not self.graph_breaks
+
+    @property
+    def no_fallback_nodes(self) -> bool:
+        return self.passed and not self.fallbacks
+
+
+def entry_id(op: Any) -> str:
+    return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
+
+
+@functools.cache
+def op_db() -> dict[str, Any]:
+    from torch.testing._internal.common_methods_invocations import op_db as db
+
+    return {entry_id(op): op for op in db}
+
+
+def low_precision_dtypes(entry: str) -> list[torch.dtype]:
+    supported = op_db()[entry].supported_dtypes("cpu")
+    return [d for d in LOW_PRECISION if d in supported]
+
+
+def samples(entry: str, dtype: torch.dtype) -> list[Any]:
+    op = op_db()[entry]
+    count = FLOAT32_SAMPLES if dtype == torch.float32 else LOW_PRECISION_SAMPLES
+    torch.manual_seed(SEED)
+    return list(itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=False), count))
+
+
+def _clone(x: Any) -> Any:
+    return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, x)
+
+
+def _fresh_fn(op: Any, tag: str) -> Callable:
+    """``op.op`` behind a function with its own code object (its own Dynamo cache)."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return op.op(*args, **kwargs)
+
+    name = "opinfo_" + "".join(c if c.isalnum() else "_" for c in tag)
+    call.__code__ = call.__code__.replace(co_name=name, co_qualname=name)
+    return call
+
+
+@contextlib.contextmanager
+def _record_reports() -> Iterator[list[GraphReport]]:
+    seen: list[GraphReport] = []
+    REPORT_HOOKS.append(seen.append)
+    try:
+        yield seen
+    finally:
+        REPORT_HOOKS.remove(seen.append)
+
+
+def _graph_breaks() -> Counter:
+    return Counter(torch._dynamo.utils.counters["graph_break"])
+
+
+_RUNS = itertools.count(1)
+
+
+def run(entry: str, dtype: torch.dtype) -> Result:
+    """Compile and compare every chosen sample of ``entry`` in ``dtype``."""
+    if next(_RUNS) % RESET_EVERY == 0:
+        torch._dynamo.reset()
+    op, result = op_db()[entry], Result(entry, dtype)
+    fn = _fresh_fn(op, f"{entry}_{dtype}")
+    for sample in samples(entry, dtype):
+        args = (sample.input, *sample.args)
+        try:
+            expected = _eager(op, args, sample.kwargs)
+        except Exception:  # noqa: BLE001, S112 - a sample eager rejects says nothing about us
+            continue
+        result.samples += 1
+        error = _compare_sample(fn, args, sample.kwargs, expected, dtype, result)
+        if error is not None:
+            result.error = error
+            break
+    return result
+
+
+def _eager(op: Any, args: tuple, kwargs: dict) -> Any:
+    torch.manual_seed(SEED)
+    return op.op(*_clone(args), **_clone(kwargs))
+
+
+def _compare_sample(fn: Callable, args: tuple, kwargs: dict, expected: Any,
+                    dtype: torch.dtype, result: Result) -> str | None:
+    breaks = _graph_breaks()
+    with _record_reports() as reports, quiet_fallbacks():
+        try:
+            torch.manual_seed(SEED)
+            actual = torch.compile(fn, backend="npu", dynamic=False)(*_clone(args),
+                                                                      **_clone(kwargs))
+        except Exception as e:  # noqa: BLE001 - recorded as this entry's failure
+            return _short(f"{type(e).__name__}: {e}")
+    result.graph_breaks.update(_graph_breaks() - breaks)
+    for r in reports:
+        result.fallbacks.update(f.target for f in r.fallbacks)
+        result.ge_graphs += len(r.ge_graphs)
+    return compare(actual, expected, *TOLERANCES[dtype],
+                   values=result.entry not in manifest.UNDEFINED_VALUES)
+
+
+def _short(text: str, limit: int = 240) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def compare(actual: Any, expected: Any, rtol: float, atol: float,
+            values: bool = True) -> str | None:
+    """None when equal (tensors within tolerance, NaNs equal; only shape and dtype when
+    not ``values``), else why not."""
+    a, e = tree_leaves(actual), tree_leaves(expected)
+    if len(a) != len(e):
+        return f"{len(a)} outputs vs {len(e)} in eager"
+    for i, (x, y) in enumerate(zip(a, e)):
+        why = _compare_leaf(x, y, rtol, atol, values)
+        if why is not None:
+            return _short(f"output {i}: {why}")
+    return None
+
+
+def _compare_leaf(x: Any, y: Any, rtol: float, atol: float, values: bool) -> str | None:
+    if isinstance(y, torch.Tensor):
+        if not isinstance(x, torch.Tensor):
+            return f"got {type(x).__name__}, eager gave a tensor"
+        if not values:
+            same = (x.shape, x.dtype) == (y.shape, y.dtype)
+            return None if same else f"{x.dtype}{list(x.shape)} vs {y.dtype}{list(y.shape)}"
+        if y.dtype.is_floating_point and y.dtype.itemsize == 1:  # float8: no tolerances
+            x, y = x.float(), y.float()
+        try:
+            torch.testing.assert_close(x, y, rtol=rtol, atol=atol, equal_nan=True,
+                                       check_device=False)
+        except AssertionError as err:
+            return str(err)
+        return None
+    if isinstance(y, float) and isinstance(x, (int, float)):
+        ok = math.isclose(x, y, rel_tol=rtol, abs_tol=atol) or (math.isnan(x) and math.isnan(y))
+        return None if ok else f"{x} != {y}"
+    return None if x == y else f"{x!r} != {y!r}"
+
+
+@contextlib.contextmanager
+def fast_dynamo() -> Iterator[None]:
+    """Dynamo settings for thousands of tiny compiles: a per-frame recompile limit that
+    leaves room for shared helper frames, and no guard-latency profiling (Dynamo times
+    every new guard set after a cache flush: ~0.1 s per compile, for a log line)."""
+    import torch._dynamo.guards as guards
+
+    saved = guards.profile_guard_manager
+    guards.profile_guard_manager = lambda *args, **kwargs: 0.0
+    try:
+        with torch._dynamo.config.patch(recompile_limit=32):
+            yield
+    finally:
+        guards.profile_guard_manager = saved
+
+
+def run_all(entries: list[str] | None = None, progress: Callable[[Result], None] | None = None,
+            dtypes: tuple[torch.dtype, ...] = (torch.float32, *LOW_PRECISION)) -> list[Result]:
+    """Every entry (float32, then each low-precision dtype it supports)."""
+    results = []
+    with warnings.catch_warnings(), fast_dynamo():
+        warnings.simplefilter("ignore")
+        for entry in entries or list(op_db()):
+            for dtype in dtypes:
+                if dtype != torch.float32 and dtype not in low_precision_dtypes(entry):
+                    continue
+                results.append(run(entry, dtype))
+                if progress:
+                    progress(results[-1])
+    return results
