@@ -29,7 +29,14 @@ from npu_inductor.lowering.shape import (
     strided_slice,
     transpose,
 )
-from npu_inductor.lowering.symbolic import DynamicShapeError
+from npu_inductor.lowering.symbolic import (
+    DynamicShapeError,
+    is_symbolic,
+    shape_value,
+    size_op,
+    sym_sizes,
+    sym_value,
+)
 
 aten = torch.ops.aten
 
@@ -582,6 +589,8 @@ def slice_backward(ctx, grad_output, input_sizes, dim, start, end, step):
     """slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start,
     SymInt end, SymInt step) -> Tensor"""
     dim = norm_axis(dim, len(input_sizes))
+    if is_symbolic(input_sizes):
+        return _slice_backward_dynamic(ctx, grad_output, input_sizes, dim, start, step)
     begin, stop = clamp_slice(input_sizes[dim], start, end)
     zeros = _zeros(ctx, input_sizes, grad_output.dtype)
     return _slice_scatter(ctx, zeros, grad_output, dim, begin, stop, step)
@@ -591,8 +600,40 @@ def slice_backward(ctx, grad_output, input_sizes, dim, start, end, step):
 def select_backward(ctx, grad_output, input_sizes, dim, index):
     """select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index)
     -> Tensor"""
+    if is_symbolic(input_sizes):
+        dim = norm_axis(dim, len(input_sizes))
+        begin = index if index >= 0 else size_op(ctx, "Add", input_sizes[dim], index)
+        shape = grad_output.shape[:dim] + (1,) + grad_output.shape[dim:]
+        lifted = ctx.op("Unsqueeze", [grad_output], {"axes": [dim]},
+                        out=(grad_output.dtype, shape), suffix="grad")
+        return _zero_pad(ctx, lifted, input_sizes, dim, begin, 1)
     zeros = _zeros(ctx, input_sizes, grad_output.dtype)
     return select_scatter(ctx, zeros, grad_output, dim, index)
+
+
+def _slice_backward_dynamic(ctx, grad: Value, sizes: Sequence[Any], dim: int, start: Any,
+                            step: int) -> Value:
+    """Under dynamic sizes the gradient of a unit-step slice is ``grad`` zero-padded to
+    ``sizes``, with paddings computed at run time (clamped like torch's slice bounds)."""
+    if step != 1 or isinstance(start, Value):
+        raise DynamicShapeError(f"{ctx.node.target}: step {step} or a symbolic start under "
+                                "dynamic sizes")
+    n, start = sizes[dim], 0 if start is None else start
+    begin = (size_op(ctx, "Minimum", start, n) if start >= 0
+             else size_op(ctx, "Maximum", size_op(ctx, "Add", n, start), 0))
+    length = sym_value(ctx, sym_sizes(ctx, grad)[dim])
+    return _zero_pad(ctx, grad, sizes, dim, begin, length)
+
+
+def _zero_pad(ctx, grad: Value, sizes: Sequence[Any], dim: int, begin: Any,
+              length: Any) -> Value:
+    """``grad`` (``length`` long along ``dim``) placed at ``begin`` in zeros of ``sizes``."""
+    after = size_op(ctx, "Sub", size_op(ctx, "Sub", sizes[dim], begin), length)
+    pads: list[Any] = [0] * (2 * len(sizes))
+    pads[2 * dim], pads[2 * dim + 1] = begin, after
+    zero = ctx.const(0, grad.dtype, "value")
+    return move(ctx, "PadV3", [grad, shape_value(ctx, pads, "paddings"), zero],
+                {"mode": "constant"}, data=(0, 2))
 
 
 @register(aten.diagonal_backward.default)

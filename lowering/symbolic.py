@@ -47,6 +47,18 @@ def shape_value(ctx: LoweringContext, sizes: Sequence[Any], suffix: str = "shape
                   suffix=suffix)
 
 
+_FOLDS = {"Add": operator.add, "Sub": operator.sub, "Mul": operator.mul,
+          "Maximum": max, "Minimum": min}
+
+
+def size_op(ctx: LoweringContext, ge_type: str, a: Any, b: Any) -> Any:
+    """Size arithmetic (``Add``, ``Sub``, ``Mul``, ``Maximum``, ``Minimum``) on ints or 0-d
+    int64 tensors: folded in Python when both are ints, a scalar GE op otherwise."""
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        return _FOLDS[ge_type](int(a), int(b))
+    return ctx.op(ge_type, [scalar(ctx, a), scalar(ctx, b)], out=_SCALAR, suffix="size")
+
+
 def shape_of(ctx: LoweringContext, x: Value, dtype: torch.dtype = INT,
              suffix: str = "shape") -> Value:
     """``x``'s shape as a 1-D tensor: a ``Const`` when static, else ``Shape(x)``."""
