@@ -419,10 +419,26 @@ def rot90(ctx, self, k=1, dims=(0, 1)):
     return transpose(ctx, y, perm, suffix="")
 
 
+def _gather_pad(ctx, x: Value, pairs: list[tuple[int, int]], mode: str) -> Value:
+    """Reflect / edge padding with negative amounts (torch reads the original edges then):
+    one GatherV2 of the source positions per padded dim."""
+    static_dims(ctx, x)
+    for d, (before, after) in enumerate(pairs):
+        if before or after:
+            pos = ctx.const(_pad_positions(x.shape[d], before, after, mode), torch.int64,
+                            f"positions{d}")
+            shape = x.shape[:d] + (x.shape[d] + before + after,) + x.shape[d + 1:]
+            x = move(ctx, "GatherV2", [x, pos, dim_const(ctx, d)], out=(x.dtype, shape),
+                     suffix=f"gather{d}")
+    return x
+
+
 def _pad(ctx, x: Value, pad: Sequence[int], mode: str, value: Any = None) -> Value:
     """``PadV3`` with torch's last-dim-first ``pad`` pairs; negative pads crop first."""
     pairs = [(0, 0)] * (x.rank - len(pad) // 2)
     pairs += [(pad[2 * i], pad[2 * i + 1]) for i in reversed(range(len(pad) // 2))]
+    if mode != "constant" and any(b < 0 or a < 0 for b, a in pairs):
+        return _gather_pad(ctx, x, pairs, mode)
     if any(b < 0 or a < 0 for b, a in pairs):
         static_dims(ctx, x)
         axes = [d for d, (b, a) in enumerate(pairs) if b < 0 or a < 0]

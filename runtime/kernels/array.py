@@ -130,8 +130,12 @@ def pad_v3(x, paddings, constant_values=None, mode="constant", paddings_contiguo
     pairs = ([(flat[2 * i], flat[2 * i + 1]) for i in range(rank)] if paddings_contiguous
              else list(zip(flat[:rank], flat[rank:])))
     if mode == "constant":
+        pads = [p for pair in reversed(pairs) for p in pair]
         value = 0 if constant_values is None else constant_values.item()
-        return F.pad(x, [p for pair in reversed(pairs) for p in pair], value=value)
+        if isinstance(value, complex):  # F.pad takes a real fill value only
+            inside = F.pad(torch.ones(x.shape, dtype=torch.bool), pads, value=False)
+            return torch.where(inside, F.pad(x, pads), constant_values.reshape(()))
+        return F.pad(x, pads, value=value)
     for d, (before, after) in enumerate(pairs):
         if before or after:
             x = x.index_select(d, _pad_index(x.shape[d], before, after, mode))

@@ -264,3 +264,20 @@ def test_unbind_static_dim_of_dynamic_tensor():
     for n in (3, 5):
         x = torch.randn(n, 2)
         torch.testing.assert_close(compiled(x), fn(x))
+
+
+def test_replicate_pad_with_negative_amounts():
+    """Negative reflect/edge pads read the original edges (not crop-then-pad)."""
+    fn = lambda x: torch.nn.functional.pad(x, [-2, 3, 1, -1], mode="replicate")  # noqa: E731
+    graphs = check_fn(fn, torch.randn(1, 2, 4, 4), options=STRICT)
+    assert "GatherV2" in ge_ops(graphs)
+
+
+def test_complex_constant_pad_kernel():
+    from npu_inductor.runtime.kernels.array import pad_v3
+
+    x = torch.randn(2, 3, dtype=torch.complex64)
+    value = torch.tensor(1 + 2j, dtype=torch.complex64)
+    expected = torch.full((3, 4), 1 + 2j, dtype=torch.complex64)
+    expected[:2, 1:] = x
+    torch.testing.assert_close(pad_v3(x, torch.tensor([0, 1, 1, 0]), value), expected)
