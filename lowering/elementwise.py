@@ -307,6 +307,15 @@ for _t, _ge in ((aten.nextafter.default, "NextAfter"), (aten.igamma.default, "Ig
 register_binary([aten.gcd.default], "Gcd")
 
 
+@register(aten.ldexp.Tensor, capability=supports("Exp", "Mul"))
+def ldexp(ctx, self, other):
+    """ldexp.Tensor(Tensor self, Tensor other) -> Tensor"""
+    # No GE Ldexp: torch's own self * 2 ** other (GE Exp with base 2).
+    dtype = ctx.out_dtype
+    scale = pointwise(ctx, "Exp", [other], dtype, {"base": 2.0}, suffix="exp2")
+    return pointwise(ctx, "Mul", [self, scale], dtype, out=dtype)
+
+
 @register(aten.lcm.default, capability=supports("Gcd", "TruncateDiv"))
 def lcm(ctx, self, other):
     """lcm(Tensor self, Tensor other) -> Tensor"""

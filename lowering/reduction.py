@@ -198,21 +198,39 @@ def _norm_capability(node: torch.fx.Node) -> str | None:
     return supports("LpNormV2")(node)
 
 
+def vector_norm(ctx: LoweringContext, x: Value, ord: float, axes: Sequence[int], keep: bool,
+                dtype: torch.dtype) -> Value:
+    """The ``ord``-norm of ``x`` over ``axes`` (LpNormV2; inf norms as max/min of |x|)."""
+    cd = need_dtype("LpNormV2", dtype)
+    x = as_value(ctx, x, cd)
+    if math.isinf(ord):  # max / min of |x|: plain reductions, no p-th powers
+        ge_type = "ReduceMax" if ord > 0 else "ReduceMin"
+        absx = pointwise(ctx, "Abs", [x], cd, suffix="abs")
+        return reduce(ctx, ge_type, absx, axes, keep, cd, out=dtype)
+    # epsilon 0: LpNormV2 clamps the norm from below by epsilon; torch does not.
+    y = ctx.op("LpNormV2", [x], {"p": float(ord), "axes": list(axes), "keepdim": keep,
+                                 "epsilon": 0.0}, out=(cd, reduced_shape(x.shape, axes, keep)))
+    return cast(ctx, y, dtype)
+
+
 @register(aten.linalg_vector_norm.default, capability=_norm_capability)
 def linalg_vector_norm(ctx, self, ord=2, dim=None, keepdim=False, dtype=None):
     """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False,
     *, ScalarType? dtype=None) -> Tensor"""
-    axes = axes_of(dim, self.rank)
-    cd = need_dtype("LpNormV2", ctx.out_dtype)
-    x = as_value(ctx, self, cd)
-    if math.isinf(ord):  # max / min of |x|: plain reductions, no p-th powers
-        ge_type = "ReduceMax" if ord > 0 else "ReduceMin"
-        absx = pointwise(ctx, "Abs", [x], cd, suffix="abs")
-        return reduce(ctx, ge_type, absx, axes, keepdim, cd, out=ctx.out_dtype)
-    # epsilon 0: LpNormV2 clamps the norm from below by epsilon; torch does not.
-    y = ctx.op("LpNormV2", [x], {"p": float(ord), "axes": axes, "keepdim": keepdim,
-                                 "epsilon": 0.0}, out=(cd, reduced_shape(x.shape, axes, keepdim)))
-    return cast(ctx, y, ctx.out_dtype)
+    return vector_norm(ctx, self, ord, axes_of(dim, self.rank), keepdim, ctx.out_dtype)
+
+
+def _dist_capability(node: torch.fx.Node) -> str | None:
+    p = node.kwargs.get("p", node.args[2] if len(node.args) > 2 else 2)
+    return "dist with p=0 (a count) has no GE lowering" if p == 0 else supports("LpNormV2")(node)
+
+
+@register(aten.dist.default, capability=_dist_capability)
+def dist(ctx, self, other, p=2):
+    """dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
+    dtype = ctx.out_dtype
+    diff = pointwise(ctx, "Sub", [self, other], dtype, suffix="diff")
+    return vector_norm(ctx, diff, p, list(range(diff.rank)), False, dtype)
 
 
 def _cum_extreme(ge_type: str, dim_attr: str):

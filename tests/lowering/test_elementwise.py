@@ -196,6 +196,7 @@ BINARY = [
     ("zeta", lambda a, b: torch.special.zeta(a.abs() + 2, b.abs() + 1), "Zeta", (F32,)),
     ("xlog1py", lambda a, b: torch.special.xlog1py(a, b.abs()), "Xlog1py", (F32, F16)),
     ("gcd", torch.gcd, "Gcd", (I32, I64)),
+    ("ldexp", lambda a, b: torch.ldexp(a, b.round()), "Exp", (F32, F16)),
     ("lcm", torch.lcm, "Gcd", (I32, I64)),
     ("heaviside", lambda a, b: torch.heaviside(a * (a > 0.5), b), "SelectV2", (F32, I64)),
     ("copysign", torch.copysign, "Bitcast", (F32, BF16, I64)),

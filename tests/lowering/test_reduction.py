@@ -145,3 +145,10 @@ def test_logcumsumexp_aminmax_nansum():
     run(lambda t: (torch.nansum(t), torch.nansum(t, 1), torch.nansum(t, 0, keepdim=True)), x,
         ge=("IsNan", "ReduceSum"))
     run(lambda t: torch.nansum(t, 1), torch.arange(6).reshape(2, 3), ge="ReduceSum")
+
+
+def test_dist():
+    a, b = torch.randn(3, 4), torch.randn(4)
+    run(lambda x, y: [torch.dist(x, y, p) for p in (2, 1, 3.5)], a, b, ge="LpNormV2")
+    run(lambda x, y: (torch.dist(x, y, float("inf")), torch.dist(x, y, -float("inf"))), a, b,
+        ge=("ReduceMax", "ReduceMin"))
