@@ -1,7 +1,7 @@
 """FX -> FX passes, run in the order of ``PASSES`` by ``run_passes``.
 
 The runner logs each pass with node counts before/after, dumps the FX graph before and
-after each pass into ``<dump_dir>/passes/<graph>/`` when ``dump_dir`` is set, and runs the
+after each pass into ``<dump_dir>/<graph>/passes/`` when ``dump_dir`` is set, and runs the
 verifier (``verify.py``) after each pass when ``verify`` (``NPU_INDUCTOR_VERIFY=1``) is on.
 Every replacement bumps a named counter in ``counters`` (tests assert on them).
 Fusion passes (``FUSIONS``) run only with ``fusions=True`` (the default).
@@ -72,11 +72,14 @@ def _dump(folder: Path | None, step: int, name: str, gm: torch.fx.GraphModule) -
         (folder / f"{step:02d}_{name}.py").write_text(gm.print_readable(print_output=False))
 
 
-def run_passes(gm: torch.fx.GraphModule, config: NpuConfig) -> torch.fx.GraphModule:
-    """Run ``PASSES`` over ``gm`` (fusions only when ``config.fusions``)."""
+def run_passes(gm: torch.fx.GraphModule, config: NpuConfig,
+               name: str | None = None) -> torch.fx.GraphModule:
+    """Run ``PASSES`` over ``gm`` (fusions only when ``config.fusions``). Per-pass dumps go
+    to ``<dump_dir>/<name>/passes/`` (the graph's dump folder)."""
     folder = None
     if config.dump_dir:
-        folder = Path(config.dump_dir) / "passes" / f"graph_{next(_GRAPH_IDS)}"
+        sub = Path(name) if name else Path("passes_unnamed") / f"graph_{next(_GRAPH_IDS)}"
+        folder = Path(config.dump_dir) / sub / "passes"
         folder.mkdir(parents=True, exist_ok=True)
         _dump(folder, 0, "input", gm)
     for step, p in enumerate(PASSES, 1):

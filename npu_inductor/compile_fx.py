@@ -135,7 +135,7 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], *,
 def _compile(gm: torch.fx.GraphModule, config: NpuConfig, kind: str) -> Any:
     name = f"{kind}_{next(_GRAPH_IDS)}"
     before = gm.print_readable(print_output=False) if config.dump_dir else None
-    gm = run_passes(gm, config)
+    gm = run_passes(gm, config, name=name)
     lowered, failures = try_lower(gm, name, config)
     report = GraphReport(name, kind)
     if lowered is not None:  # fast path: the whole graph is one GE graph

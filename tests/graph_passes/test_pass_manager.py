@@ -42,8 +42,8 @@ def test_fusions_off_skips_fusion_passes(caplog):
 
 def test_dump_dir_gets_the_graph_before_and_after_each_pass(tmp_path):
     gm = trace(_fn, torch.randn(4, 8), torch.randn(3, 8))
-    run_passes(gm, NpuConfig(dump_dir=str(tmp_path)))
-    (folder,) = (tmp_path / "passes").iterdir()
+    run_passes(gm, NpuConfig(dump_dir=str(tmp_path)), name="inference_7")
+    folder = tmp_path / "inference_7" / "passes"
     files = sorted(p.name for p in folder.iterdir())
     assert files[0] == "00_input.py" and len(files) == len(graph_passes.PASSES) + 1
     assert "npu.matmul" in (folder / files[-1]).read_text()
