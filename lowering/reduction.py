@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch._ops import OpOverload
 
+from npu_inductor.ge import dtypes
 from npu_inductor.ge.ir import DYNAMIC_DIM, Value
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.elementwise import need_dtype, pointwise, select, supports, to_bool
@@ -135,11 +136,21 @@ register(aten.min.dim, capability=supports("ReduceMin", "ArgMin"))(
 
 
 # ---- variance and standard deviation ---------------------------------------------------
-def _static_count(x: Value, axes: Sequence[int]) -> int:
+def _denominator(ctx: LoweringContext, x: Value, axes: Sequence[int], correction: float,
+                 dtype: torch.dtype) -> float | Value:
+    """max(N - correction, 0), N the element count over ``axes``: a number when static,
+    else computed at run time from ``Shape(x)``."""
     dims = [x.shape[a] for a in axes]
-    if DYNAMIC_DIM in dims:
-        raise ValueError("var/std over a dynamic dim needs the element count at run time")
-    return math.prod(dims)
+    if DYNAMIC_DIM not in dims:
+        return float(max(math.prod(dims) - correction, 0))
+    shape = ctx.op("Shape", [x], {"dtype": dtypes.to_cpp(torch.int64)},
+                   out=(torch.int64, (x.rank,)), suffix="shape")
+    picked = ctx.op("GatherV2", [shape, int_list(ctx, axes, "axes"),
+                                 ctx.const(0, torch.int64, "axis")],
+                    out=(torch.int64, (len(axes),)), suffix="dims")
+    count = reduce(ctx, "ReduceProd", picked, [0], False, torch.int64, out=dtype, suffix="count")
+    less = pointwise(ctx, "Sub", [count, correction], dtype, suffix="dof")
+    return pointwise(ctx, "Maximum", [less, 0.0], dtype, suffix="denom")
 
 
 def moments(ctx: LoweringContext, x: Value, dim: Any, correction: Any, keep: bool,
@@ -154,8 +165,8 @@ def moments(ctx: LoweringContext, x: Value, dim: Any, correction: Any, keep: boo
     sq = pointwise(ctx, "SquaredDifference", [xv, mean_kept], cd, suffix="sqdiff")
     total = reduce(ctx, "ReduceSum", sq, axes, keep, cd, suffix="sumsq")
     correction = 1 if correction is None else correction
-    denom = max(_static_count(xv, axes) - correction, 0)
-    var = pointwise(ctx, "RealDiv", [total, float(denom)], cd, suffix="var")
+    denom = _denominator(ctx, xv, axes, correction, cd)
+    var = pointwise(ctx, "RealDiv", [total, denom], cd, suffix="var")
     mean = mean_kept if keep else reduce(ctx, "ReduceMean", xv, axes, False, cd, suffix="mean")
     return var, mean
 

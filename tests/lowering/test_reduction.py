@@ -152,3 +152,20 @@ def test_dist():
     run(lambda x, y: [torch.dist(x, y, p) for p in (2, 1, 3.5)], a, b, ge="LpNormV2")
     run(lambda x, y: (torch.dist(x, y, float("inf")), torch.dist(x, y, -float("inf"))), a, b,
         ge=("ReduceMax", "ReduceMin"))
+
+
+def test_dynamic_dims():
+    """Symbolic dims: broadcasting, reductions, arg/scan ops and var's run-time count."""
+    import torch.nn.functional as F
+
+    def fn(x, y):
+        return (F.gelu(x) * y + 1, x.sum(1), x.amax(-1, keepdim=True), x.argmax(1),
+                torch.where(x > 0, x, y), x.max(0)[1], torch.cumsum(x, 1), x.var(0),
+                x.std(1, keepdim=True), x.mean(), (x == y).any(1))
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="npu", dynamic=True, options=STRICT)
+    for n in (3, 6):
+        x, y = torch.randn(n, n + 1), torch.randn(n, n + 1)
+        for got, want in zip(compiled(x, y), fn(x, y)):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
