@@ -150,6 +150,7 @@ class HostModel:
             attrs = {k: _py(a.value) for k, a in op.attrs.items()}
             self.steps.append(Step(op, KERNELS[op.type], args, attrs, outs,
                                    tuple(sig_of[s] for s in outs)))
+        self._produced = {s for st in self.steps for s in st.outs}
 
     # ---- binding outputs to memory ---------------------------------------------------------
     def set_memory_plan(self, enabled: bool) -> None:
@@ -242,7 +243,7 @@ class HostModel:
         return self._outputs(vals)
 
     def _outputs(self, vals: list[Any]) -> list[torch.Tensor]:
-        produced = {s for st in self.steps for s in st.outs}
+        produced = self._produced
         seen: set[int] = set()
         outs = []
         for s in self.output_slots:
