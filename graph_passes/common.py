@@ -117,10 +117,8 @@ def fake_mode_of(gm: GraphModule) -> Any:
     return detect_fake_mode(vals) or torch._subclasses.FakeTensorMode(allow_non_fake_inputs=True)
 
 
-def _fake_arg(mode: Any, a: Any) -> Any:
-    if isinstance(a, Node):
-        return a.meta["val"]
-    return a
+def _fake_arg(a: Any) -> Any:
+    return a.meta["val"] if isinstance(a, Node) else a
 
 
 def set_val(gm: GraphModule, node: Node) -> Any:
@@ -130,8 +128,8 @@ def set_val(gm: GraphModule, node: Node) -> Any:
         node.meta["val"] = fake_mode_of(gm).from_tensor(real, static_shapes=True)
         return node.meta["val"]
     mode = fake_mode_of(gm)
-    args = torch.fx.node.map_aggregate(node.args, lambda a: _fake_arg(mode, a))
-    kwargs = torch.fx.node.map_aggregate(node.kwargs, lambda a: _fake_arg(mode, a))
+    args = torch.fx.node.map_aggregate(node.args, _fake_arg)
+    kwargs = torch.fx.node.map_aggregate(node.kwargs, _fake_arg)
     with mode:
         if node.target.__module__ == "_operator":  # getitem on a tuple val
             node.meta["val"] = node.target(*args)
@@ -150,13 +148,6 @@ def call(gm: GraphModule, target: Any, args: tuple, kwargs: dict | None = None,
                 node.meta[key] = like.meta[key]
     set_val(gm, node)
     return node
-
-
-def outputs_of(gm: GraphModule, node: Node, count: int) -> list[Node]:
-    """``getitem`` nodes 0..count-1 of a multi-output node."""
-    import operator
-
-    return [call(gm, operator.getitem, (node, i)) for i in range(count)]
 
 
 _CONST_IDS = iter(range(1 << 62))
@@ -178,10 +169,6 @@ def const_value(gm: GraphModule, node: Any) -> torch.Tensor | None:
     if isinstance(node, Node) and node.op == "get_attr":
         return getattr(gm, node.target)
     return None
-
-
-def replace(old: Node, new: Node) -> None:
-    old.replace_all_uses_with(new)
 
 
 def finish(gm: GraphModule) -> GraphModule:
