@@ -25,7 +25,12 @@ from npu_inductor.ge.ir import DYNAMIC_DIM, Value
 from npu_inductor.lowering.context import LoweringContext, static_shape
 from npu_inductor.lowering.helpers import cast, int_list
 from npu_inductor.lowering.registry import register
-from npu_inductor.lowering.symbolic import reshape_to, sym_sizes, upper_mask
+from npu_inductor.lowering.symbolic import (
+    DynamicShapeError,
+    reshape_to,
+    sym_sizes,
+    upper_mask,
+)
 
 aten = torch.ops.aten
 
@@ -48,6 +53,8 @@ class _Dims:
 def _dims(ctx: LoweringContext, query: Value, key: Value, value: Value) -> _Dims:
     b, hq, lq, _ = sym_sizes(ctx, query)
     _, hk, s, _ = sym_sizes(ctx, key)
+    if not isinstance(hq, int) or not isinstance(hk, int):
+        raise DynamicShapeError(f"{ctx.node.target}: head counts must be static")
     return _Dims(b, hq, hk, lq, s)
 
 
@@ -115,6 +122,8 @@ def _probs(ctx: LoweringContext, scores: Value, d: _Dims) -> Value:
 
 
 def _scale(query: Value, scale: float | None) -> float:
+    if scale is None and query.shape[-1] == DYNAMIC_DIM:
+        raise DynamicShapeError("the default attention scale needs a static head dim")
     return scale if scale is not None else query.shape[-1] ** -0.5
 
 

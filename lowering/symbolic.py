@@ -34,6 +34,8 @@ def is_symbolic(values: Sequence[Any]) -> bool:
 
 def scalar(ctx: LoweringContext, x: Any) -> Value:
     """An int64 0-d GE tensor for an int or a symbolic size."""
+    if isinstance(x, torch.SymInt):  # a raw SymInt: int() on it would specialise the graph
+        x = sym_value(ctx, x)
     return as_value(ctx, x, INT)
 
 
@@ -186,12 +188,13 @@ def _lower_expr(ctx: LoweringContext, expr: sympy.Expr) -> Value:
 def _symbol_source(ctx: LoweringContext, sym: sympy.Symbol) -> Value:
     """A size symbol's value: its SymInt graph input, else ``Shape`` of a tensor input."""
     for p in ctx.node.graph.nodes:
-        if p.op != "placeholder" or p not in ctx.env:
+        # placeholders without users are not graph inputs: their env entry is no Value
+        if p.op != "placeholder" or not isinstance(ctx.env.get(p), Value):
             continue
         val = p.meta.get("val")
         if isinstance(val, torch.SymInt) and val.node.expr == sym:
             return ctx.env[p]
-        if isinstance(val, torch.Tensor) and isinstance(ctx.env[p], Value):
+        if isinstance(val, torch.Tensor):
             for d, s in enumerate(val.shape):
                 if isinstance(s, torch.SymInt) and s.node.expr == sym:
                     return _dim_of(ctx, ctx.env[p], d)
