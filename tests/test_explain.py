@@ -42,3 +42,11 @@ def test_import_is_lazy():
     code = ("import sys, npu_inductor; assert 'torch._dynamo' not in sys.modules; "
             "assert callable(npu_inductor.explain)")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_reports_fallbacks_even_when_configured_to_raise():
+    from npu_inductor import config
+
+    with config.patch(fallback="error"):
+        report = npu_inductor.explain(lambda x: softclip(x) + 1, torch.randn(3))
+    assert report.fallback_counts == {"npu_fallback_test.softclip.default": 1}
