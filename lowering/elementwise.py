@@ -179,8 +179,8 @@ register_binary_float([aten.div.Tensor, aten.div.Scalar], "RealDiv")
 register_binary_float([aten.atan2.default], "Atan2")
 register_binary([aten.maximum.default], "Maximum")
 register_binary([aten.minimum.default], "Minimum")
-register_binary([aten.remainder.Tensor, aten.remainder.Scalar], "FloorMod")
-register_binary([aten.remainder.Scalar_Tensor], "FloorMod")
+register_binary([aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor],
+                "FloorMod")
 register_binary([aten.fmod.Tensor, aten.fmod.Scalar], "TruncateMod")
 register_binary([aten.floor_divide.default, aten.floor_divide.Scalar], "FloorDiv")
 register_binary([aten.bitwise_left_shift.Tensor, aten.bitwise_left_shift.Tensor_Scalar,
