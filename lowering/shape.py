@@ -155,7 +155,7 @@ def _meta_contiguous(node: torch.fx.Node) -> str | None:
 
 
 # ---- views -----------------------------------------------------------------------------------
-@register(aten.view.default, aten._unsafe_view.default, aten.reshape.default,
+@register(aten.view.default, aten._unsafe_view.default,
           aten.view_copy.default, aten._reshape_copy.default, aten._reshape_alias.default,
           aten._reshape_alias_copy.default)
 def view(ctx, self, size, stride=None):
@@ -163,6 +163,12 @@ def view(ctx, self, size, stride=None):
     _, shape = ctx.out_specs()[0]
     target = shape_value(ctx, size) if is_symbolic(size) else int_list(ctx, shape)
     return ctx.op("Reshape", [self, target])
+
+
+@register(aten.reshape.default)
+def reshape(ctx, self, shape):
+    """reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)"""
+    return view(ctx, self, shape)
 
 
 @register(aten.permute.default, aten.permute_copy.default)

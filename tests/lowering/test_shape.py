@@ -281,3 +281,22 @@ def test_complex_constant_pad_kernel():
     expected = torch.full((3, 4), 1 + 2j, dtype=torch.complex64)
     expected[:2, 1:] = x
     torch.testing.assert_close(pad_v3(x, torch.tensor([0, 1, 1, 0]), value), expected)
+
+
+def test_reshape_overload_lowers_with_its_own_schema_names():
+    # aten.reshape is CompositeImplicit (absent from AOT graphs) but passes may emit it
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from npu_inductor.config import resolve
+    from npu_inductor.ge import GraphBuilder  # noqa: F401  (import check)
+    from npu_inductor.lowering import lower_graph
+
+    mode = FakeTensorMode()
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    x.meta["val"] = mode.from_tensor(torch.randn(2, 6))
+    r = g.call_function(torch.ops.aten.reshape.default, (x, [3, 4]))
+    r.meta["val"] = mode.from_tensor(torch.randn(3, 4))
+    g.output((r,))
+    ops = lower_graph(torch.fx.GraphModule({}, g), "g", resolve()).graph.op_counts()
+    assert ops.get("Reshape") == 1
