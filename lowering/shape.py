@@ -166,7 +166,7 @@ def view(ctx, self, size, stride=None):
 
 
 @register(aten.reshape.default)
-def reshape(ctx, self, shape):
+def reshape_default(ctx, self, shape):
     """reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)"""
     return view(ctx, self, shape)
 
