@@ -173,8 +173,10 @@ def _lower_expr(ctx: LoweringContext, expr: sympy.Expr) -> Value:
         return ctx.const(int(expr), INT, "size")
     if expr.is_Symbol:
         return _symbol_source(ctx, expr)
+    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
+        expr = sympy.Mul(*[expr.base] * int(expr.exp), evaluate=False)  # s**2 = s * s
     folds = {sympy.Add: "Add", sympy.Mul: "Mul", FloorDiv: "FloorDiv", PythonMod: "FloorMod",
-             Mod: "FloorMod"}
+             Mod: "FloorMod", sympy.Max: "Maximum", sympy.Min: "Minimum"}
     ge_type = next((g for t, g in folds.items() if isinstance(expr, t)), None)
     if ge_type is None:
         raise DynamicShapeError(f"size expression {expr} has no GE scalar form here")

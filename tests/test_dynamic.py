@@ -133,3 +133,9 @@ def test_causal_attention_mask_is_built_at_run_time():
         return tuple(torch.randn(2, 4, s, 8) for _ in range(3))
 
     _check_dynamic(fn, qkv(5), qkv(7), grads=True, dim=2)  # the sequence dim
+
+
+def test_size_expressions_with_powers_lower_to_scalar_ops():
+    # (s, s) flattened: the Reshape's size is s**2, built as s * s at run time
+    _check_dynamic(lambda x: (x @ x.T).reshape(-1) + 1, (torch.randn(5, 3),),
+                   (torch.randn(7, 3),), dim=0)
