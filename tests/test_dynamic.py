@@ -89,6 +89,9 @@ def test_one_graph_runs_every_size(name, train):
     fallbacks = [(r.name, f.target, f.reason) for r in reports for f in r.fallbacks]
     assert fallbacks == [], fallbacks
     assert all(_has_dynamic_dims(g) for g in graphs), "a GE graph was specialised to a size"
+    for g in graphs:  # memory_plan is on: graphs with dynamic tensors run unplanned, and say so
+        m = g.executor.device.acl.models[g.executor.model_id]
+        assert m.plan is not None or "dynamic" in (m.plan_error or ""), m.plan_error
 
 
 def _check_dynamic(fn, *sizes_inputs: tuple, grads: bool = False,
