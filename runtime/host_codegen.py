@@ -1,0 +1,189 @@
+"""Straight-line Python for a loaded host model (Inductor's wrapper-codegen idea).
+
+[Note: host codegen]
+``HostModel`` interprets its bound steps: per GE op it fetches argument slots from a
+list, dispatches on the output destinations and stores results back, ~10 us of Python
+per op. ``compile_host_model`` renders ``codegen_templates/host_model.py.jinja`` into one
+function per model instead: every value slot is a local ``v<slot>``, kernels, attrs,
+constants and output signatures are closure constants, workspace destinations are
+``out=`` calls or ``store`` into ``W[slot]``, graph outputs go through ``hand_over``, and
+frees are ``del``. It is the interpreter unrolled, with the same helpers for the same
+``Bound`` destinations, so results are identical. Exceptions are mapped back to the GE
+op through the generated line numbers. ``NPU_INDUCTOR_HOST_CODEGEN=0`` keeps the
+interpreter.
+"""
+
+from __future__ import annotations
+
+import bisect
+import keyword
+import linecache
+import os
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from npu_inductor.codegen import render
+from npu_inductor.runtime.host_model import (
+    Bound,
+    HostExecutionError,
+    _detach_overlaps,
+    _hand_over,
+    _store,
+)
+
+ENV_FLAG = "NPU_INDUCTOR_HOST_CODEGEN"
+_HELPERS = (torch.empty, _store, _hand_over, _detach_overlaps)
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.:/\-]")
+
+RunFn = Callable[[Sequence[torch.Tensor], dict, Any], list]
+
+
+def enabled() -> bool:
+    """Whether loaded host models run generated code (``NPU_INDUCTOR_HOST_CODEGEN``)."""
+    return os.environ.get(ENV_FLAG, "1").lower() not in ("0", "false", "off", "no")
+
+
+def _label(b: Bound) -> str:
+    """The GE op for a comment line: only harmless characters reach the source."""
+    return _UNSAFE.sub("_", f"{b.step.op.name} ({b.step.op.type})")[:120]
+
+
+def _arg_expr(a: Any, consts: dict[int, Any]) -> str:
+    if a is None:
+        return "None"
+    if isinstance(a, tuple):
+        return "[" + ", ".join(_slot(s, consts) for s in a) + "]"
+    return _slot(a, consts)
+
+
+def _slot(s: int, consts: dict[int, Any]) -> str:
+    return f"c{s}" if s in consts else f"v{s}"
+
+
+def _attr_call(k: int, attrs: dict[str, Any], binds: list) -> list[str]:
+    """Keyword arguments bound to closure constants (``**a<k>`` if a name is no identifier)."""
+    if all(n.isidentifier() and not keyword.iskeyword(n) for n in attrs):
+        out = []
+        for j, name in enumerate(attrs):
+            binds.append((f"a{k}_{j}", (k, name)))
+            out.append(f"{name}=a{k}_{j}")
+        return out
+    binds.append((f"a{k}", (k, None)))
+    return [f"**a{k}"]
+
+
+def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict) -> dict[str, Any]:
+    st = b.step
+    args = [_arg_expr(a, consts) for a in st.args]
+    call = args + _attr_call(k, st.attrs, binds)
+    ctx: dict[str, Any] = {"index": k, "label": _label(b), "args": args, "use_out": b.use_out,
+                           "multi": len(st.outs) > 1, "detach": b.detach, "stores": []}
+    if b.use_out:
+        s = st.outs[0]
+        if b.dests[0][0] == "ws":
+            call.append(f"out=W[{s}]")
+        else:
+            sigs[s] = st.sigs[0]
+            call.append(f"out=empty(s{s}[1], dtype=s{s}[0])")
+        ctx["out_slot"] = s
+    else:
+        indexed = ctx["multi"] or b.detach
+        for i, (s, dest) in enumerate(zip(st.outs, b.dests)):
+            if dest[0] == "drop":
+                continue
+            if dest[0] == "graph":
+                sigs[s] = st.sigs[i]
+            ctx["stores"].append((dest[0], s, f"r[{i}]" if indexed else "r"))
+    ctx["call"] = call
+    return ctx
+
+
+def _outputs(model: Any) -> list[str]:
+    """Inputs, constants and repeated outputs are cloned (never shared with the caller)."""
+    seen: set[int] = set()
+    out = []
+    for s in model.output_slots:
+        expr = _slot(s, model.consts)
+        out.append(f"{expr}.clone()" if s in seen or s not in model._produced else expr)
+        seen.add(s)
+    return out
+
+
+def _frees(b: Bound, assigned: set[int]) -> str:
+    return ", ".join(f"v{s}" for s in b.frees if s in assigned)
+
+
+def host_model_source(model: Any) -> tuple[str, dict[str, Any], list[int]]:
+    """The generated source, its closure data and the first source line of each step."""
+    binds: list = []
+    sigs: dict[int, tuple] = {}
+    assigned = set(model.data_slots)
+    steps = []
+    for k, b in enumerate(model.bound):
+        ctx = _step_context(k, b, model.consts, binds, sigs)
+        assigned.update(s for s, d in zip(b.step.outs, b.dests) if d[0] != "drop")
+        ctx["frees"] = _frees(b, assigned)
+        assigned.difference_update(b.frees)
+        steps.append(ctx)
+    source = render("host_model.py.jinja", graph_name=model.graph.name,
+                    kernels=range(len(model.bound)), attr_binds=[n for n, _ in binds],
+                    consts=sorted(model.consts), graph_sigs=sorted(sigs),
+                    detach_steps=[k for k, b in enumerate(model.bound) if b.detach],
+                    data=[(s, i) for i, s in enumerate(model.data_slots)], steps=steps,
+                    outputs=_outputs(model))
+    attrs = {name: (model.bound[k].step.attrs if key is None else
+                    model.bound[k].step.attrs[key]) for name, (k, key) in binds}
+    closure = {"K": [b.step.fn for b in model.bound], "A": attrs, "C": model.consts,
+               "B": dict(enumerate(model.bound)), "S": sigs, "H": _HELPERS}
+    return source, closure, _step_lines(source)
+
+
+def _step_lines(source: str) -> list[int]:
+    marks = [i + 1 for i, line in enumerate(source.splitlines())
+             if line.lstrip().startswith("# step ")]
+    return marks
+
+
+def compile_host_model(model: Any) -> RunFn | None:
+    """A generated ``run(inputs, views, ws)`` for ``model``, or None when disabled."""
+    if not enabled():
+        return None
+    source, closure, lines = host_model_source(model)
+    filename = f"<npu_inductor host model {id(model):x}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace: dict[str, Any] = {}
+    exec(compile(source, filename, "exec"), namespace)
+    fast = namespace["make"](**closure)
+    model.codegen_source = source
+    return _guarded(fast, model, filename, lines)
+
+
+def _guarded(fast: Callable, model: Any, filename: str, lines: list[int]) -> RunFn:
+    def run(inputs: Sequence[torch.Tensor], views: dict, ws: Any) -> list:
+        ws_ptr = ws.untyped_storage().data_ptr() if ws is not None else None
+        try:
+            return fast(inputs, views, ws_ptr)
+        except Exception as e:
+            k = _failed_step(e, filename, lines)
+            if k is None:
+                raise
+            op = model.bound[k].step.op
+            raise HostExecutionError(f"GE op {op.name!r} ({op.type}) failed on the host "
+                                     f"device: {type(e).__name__}: {e}") from e
+    return run
+
+
+def _failed_step(e: BaseException, filename: str, lines: list[int]) -> int | None:
+    """The step whose generated lines raised ``e`` (innermost generated frame)."""
+    lineno = None
+    tb = e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            lineno = tb.tb_lineno
+        tb = tb.tb_next
+    if lineno is None or not lines or lineno < lines[0]:
+        return None
+    return bisect.bisect_right(lines, lineno) - 1
