@@ -82,8 +82,10 @@ def _rewrite_forward(gm: GraphModule, node: Node) -> None:
 def _rewrite_backward(gm: GraphModule, node: Node) -> None:
     dy, q, k, v, out, lse = node.args[:6]
     causal = bool(_arg(node, 7, "is_causal", False))
-    stat = [*shape(lse), ops.SOFTMAX_STAT_WIDTH]
     with gm.graph.inserting_before(node):
+        # a symbolic size enters FX args as the node computing it, never as a raw SymInt
+        stat = [call(gm, aten.sym_size.int, (lse, i)) if isinstance(d, torch.SymInt) else d
+                for i, d in enumerate(shape(lse))] + [ops.SOFTMAX_STAT_WIDTH]
         m = call(gm, aten.expand.default, (call(gm, aten.unsqueeze.default, (lse, -1)), stat))
         ones = call(gm, aten.full.default, (stat, 1.0), {"dtype": torch.float32})
         fused = call(gm, npu.flash_attention_score_grad.default,
