@@ -9,7 +9,13 @@ from npu_inductor.runtime.kernels import kernel
 
 aten = torch.ops.aten
 
-kernel("Relu")(torch.relu)
+
+@kernel("Relu", out=True)
+def relu(x, out=None):
+    # aten's relu is clamp_min(x, 0); clamp_min has the out= variant the memory plan uses
+    return torch.relu(x) if out is None else torch.clamp_min(x, 0, out=out)
+
+
 kernel("Sigmoid")(torch.sigmoid)
 kernel("Tanh")(torch.tanh)
 kernel("Mish")(F.mish)
