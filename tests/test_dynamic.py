@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -78,11 +79,15 @@ def test_one_graph_runs_every_size(name, train):
     eager = copy.deepcopy(model).train(train)
     compiled_model = copy.deepcopy(model).train(train)
     compiled = torch.compile(compiled_model, backend="npu", dynamic=True)
-    with record_graphs() as graphs, record_reports() as reports:
+    with record_graphs() as graphs, record_reports() as reports, \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         _step(eager, compiled_model, compiled, _inputs(name, SIZES[0]), train, SIZES[0])
         first = len(graphs)
         for n in SIZES[1:]:
             _step(eager, compiled_model, compiled, _inputs(name, n), train, n)
+    raw = [str(w.message) for w in caught if "Raw SymInt" in str(w.message)]
+    assert raw == [], raw  # passes put the node computing a size in FX args, not a SymInt
     kinds = sorted(r.kind for r in reports)
     assert kinds == (["backward", "forward"] if train else ["inference"]), kinds
     assert len(graphs) == first == len(reports), "a new size compiled a new GE graph"
@@ -142,3 +147,28 @@ def test_size_expressions_with_powers_lower_to_scalar_ops():
     # (s, s) flattened: the Reshape's size is s**2, built as s * s at run time
     _check_dynamic(lambda x: (x @ x.T).reshape(-1) + 1, (torch.randn(5, 3),),
                    (torch.randn(7, 3),), dim=0)
+
+
+def test_bf16_llama_training_fused_attention_is_dynamic():
+    """fp16/bf16 training fuses attention into FlashAttentionScore(+Grad); the fused graphs
+    stay dynamic too (bf16: eager's own tolerance)."""
+    model, _ = make("llama")
+    model = model.to(torch.bfloat16).train()
+    twin = copy.deepcopy(model)
+    compiled = torch.compile(twin, backend="npu", dynamic=True)
+    with record_reports() as reports, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in SIZES[:2]:
+            ids = _inputs("llama", n)[0]
+            model.zero_grad(), twin.zero_grad()
+            actual, expected = compiled(ids), model(ids)
+            torch.testing.assert_close(actual, expected)
+            actual.float().sum().backward()
+            expected.float().sum().backward()
+            for p, q in zip(model.parameters(), twin.parameters()):
+                torch.testing.assert_close(q.grad, p.grad)
+    assert sorted(r.kind for r in reports) == ["backward", "forward"]
+    assert [f.target for r in reports for f in r.fallbacks] == []
+    assert not [w for w in caught if "Raw SymInt" in str(w.message)]
+    ops = {op.type for r in reports for g in r.ge_graphs for op in g.lowered.graph.ops}
+    assert "FlashAttentionScore" in ops
