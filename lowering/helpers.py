@@ -56,7 +56,8 @@ def norm_axes(axes: Sequence[int] | None, rank: int) -> list[int]:
 def int_list(ctx: LoweringContext, values: Sequence[int], suffix: str = "shape") -> Value:
     """An int64 1-D ``Const`` (shapes, axes, perms for GE's const-input ops). In a graph
     with dynamic dims, a shape holding ``-1`` dims is rebuilt at run time from the symbolic
-    sizes (see ``lowering/symbolic.py``)."""
+    sizes (see ``lowering/symbolic.py``): pass axes and perms normalised (non-negative), as
+    a literal ``-1`` there would read as a dynamic dim."""
     values = [int(v) for v in values]
     if DYNAMIC_DIM in values and has_dynamic_dims(ctx):
         from npu_inductor.lowering.symbolic import dynamic_shape
