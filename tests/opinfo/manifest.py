@@ -146,7 +146,6 @@ FALLBACK: dict[str, str] = {
     'nn.functional.gaussian_nll_loss': 'graph break: Data dependent operator Explanation: Operator `aten._local_scalar_dense.default` has a non-Tensor output whose value is ',
     'nn.functional.linear_cross_entropy.chunked': 'eager fallback: torch_nn._linear_cross_entropy_batch_chunked.default x2',
     'nn.functional.linear_cross_entropy.chunked_none': 'eager fallback: torch_nn._linear_cross_entropy_batch_chunked_no_reduction.default x2',
-    'nn.functional.max_pool3d': 'eager fallback: aten.max_pool3d_with_indices.default x2',
     'nn.functional.multi_head_attention_forward': 'graph break: Attempted to call function marked as skipped Explanation: Dynamo does not know how to trace the builtin `<unknown module',
     'nn.functional.rrelu': 'graph break: Attempted to call function marked as skipped Explanation: Dynamo does not know how to trace the builtin `<unknown module',
     'nn.functional.scaled_dot_product_attention': 'graph break: Attempted to call function marked as skipped Explanation: Dynamo does not know how to trace the builtin `<unknown module',
