@@ -46,14 +46,14 @@ def _outputs(ys: tuple) -> torch.Tensor | tuple:
     return ys[0] if len(ys) == 1 else tuple(ys)
 
 
-@kernel("ConcatV2")
-def concat_v2(x, concat_dim, N=1):
-    return torch.cat(x, int(concat_dim))
+@kernel("ConcatV2", out=True)
+def concat_v2(x, concat_dim, N=1, out=None):
+    return torch.cat(x, int(concat_dim), out=out)
 
 
-@kernel("Pack")
-def pack(x, axis=0, N=1):
-    return torch.stack(x, axis)
+@kernel("Pack", out=True)
+def pack(x, axis=0, N=1, out=None):
+    return torch.stack(x, axis, out=out)
 
 
 @kernel("SplitV")

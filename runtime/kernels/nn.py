@@ -169,15 +169,18 @@ def reduce_log_sum_exp(x, axes, keep_dims=False):
 
 
 # ---- embedding ------------------------------------------------------------------------
-@kernel("GatherV2")
+@kernel("GatherV2", out=True)
 def gather_v2(x, indices, axis, batch_dims=0, is_preprocessed=False,
-              negative_index_support=False):
+              negative_index_support=False, out=None):
     a = int(axis) % x.dim()
     flat = indices.reshape(-1).long()
     if negative_index_support:
         flat = torch.where(flat < 0, flat + x.shape[a], flat)
-    y = x.index_select(a, flat)
-    return y.reshape(x.shape[:a] + indices.shape + x.shape[a + 1:])
+    shape = x.shape[:a] + indices.shape + x.shape[a + 1:]
+    if out is not None:  # index_select writes the flat-index shape; out is contiguous
+        torch.index_select(x, a, flat, out=out.view(x.shape[:a] + flat.shape + x.shape[a + 1:]))
+        return out
+    return x.index_select(a, flat).reshape(shape)
 
 
 @kernel("EmbeddingDenseGrad")
