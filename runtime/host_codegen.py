@@ -33,6 +33,7 @@ from npu_inductor.runtime.host_model import (
     _hand_over,
     _store,
 )
+from npu_inductor.runtime.kernels import CONST_INPUTS
 
 ENV_FLAG = "NPU_INDUCTOR_HOST_CODEGEN"
 _HELPERS = (torch.empty, _store, _hand_over, _detach_overlaps)
@@ -51,7 +52,10 @@ def _label(b: Bound) -> str:
     return _UNSAFE.sub("_", f"{b.step.op.name} ({b.step.op.type})")[:120]
 
 
-def _arg_expr(a: Any, consts: dict[int, Any]) -> str:
+def _arg_expr(a: Any, consts: dict[int, Any], decoded: bool = False) -> str:
+    """A kernel argument; ``decoded``: a Const read as its pre-decoded list ``l<slot>``."""
+    if decoded and isinstance(a, int) and a in consts:
+        return f"l{a}"
     if a is None:
         return "None"
     if isinstance(a, tuple):
@@ -77,7 +81,8 @@ def _attr_call(k: int, attrs: dict[str, Any], binds: list) -> list[str]:
 
 def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict) -> dict[str, Any]:
     st = b.step
-    args = [_arg_expr(a, consts) for a in st.args]
+    lists = CONST_INPUTS.get(st.op.type, ())
+    args = [_arg_expr(a, consts, i in lists) for i, a in enumerate(st.args)]
     call = args + _attr_call(k, st.attrs, binds)
     ctx: dict[str, Any] = {"index": k, "label": _label(b), "args": args, "use_out": b.use_out,
                            "multi": len(st.outs) > 1, "detach": b.detach, "stores": []}
@@ -131,14 +136,20 @@ def host_model_source(model: Any) -> tuple[str, dict[str, Any], list[int]]:
     source = render("host_model.py.jinja", graph_name=model.graph.name,
                     kernels=range(len(model.bound)), attr_binds=[n for n, _ in binds],
                     consts=sorted(model.consts), graph_sigs=sorted(sigs),
+                    lists=sorted(_decoded_slots(steps)),
                     detach_steps=[k for k, b in enumerate(model.bound) if b.detach],
                     data=[(s, i) for i, s in enumerate(model.data_slots)], steps=steps,
                     outputs=_outputs(model))
     attrs = {name: (model.bound[k].step.attrs if key is None else
                     model.bound[k].step.attrs[key]) for name, (k, key) in binds}
-    closure = {"K": [b.step.fn for b in model.bound], "A": attrs, "C": model.consts,
+    lists = {s: model.consts[s].tolist() for s in _decoded_slots(steps)}
+    closure = {"K": [b.step.fn for b in model.bound], "A": attrs, "C": model.consts, "L": lists,
                "B": dict(enumerate(model.bound)), "S": sigs, "H": _HELPERS}
     return source, closure, _step_lines(source)
+
+
+def _decoded_slots(steps: list[dict[str, Any]]) -> set[int]:
+    return {int(a[1:]) for st in steps for a in st["args"] if a.startswith("l")}
 
 
 def _step_lines(source: str) -> list[int]:

@@ -7,16 +7,21 @@ optional input is ``None``, a dynamic input is a list), attrs as decoded Python 
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 KERNELS: dict[str, Callable] = {}
 # Op types whose (single-output) kernel also accepts ``out=``: a contiguous tensor of the
 # GE output's dtype and shape to write into (the memory plan's workspace slot or the
 # user's output buffer) and return.
 OUT_KERNELS: set[str] = set()
+# Opt-in: op type -> input positions the kernel also accepts as the Python value
+# (``tensor.tolist()``) of a Const input, which the generated host executor decodes once at
+# load time instead of per call. Such a kernel reads those inputs through ``as_list``.
+CONST_INPUTS: dict[str, tuple[int, ...]] = {}
 
 
-def kernel(*op_types: str, out: bool = False) -> Callable:
+def kernel(*op_types: str, out: bool = False, const_inputs: tuple[int, ...] = ()) -> Callable:
     def deco(fn: Callable) -> Callable:
         for t in op_types:
             if t in KERNELS:
@@ -24,8 +29,15 @@ def kernel(*op_types: str, out: bool = False) -> Callable:
             KERNELS[t] = fn
             if out:
                 OUT_KERNELS.add(t)
+            if const_inputs:
+                CONST_INPUTS[t] = const_inputs
         return fn
     return deco
+
+
+def as_list(x: Any) -> Any:
+    """A const-input value: pre-decoded (list) or a tensor decoded now."""
+    return x if isinstance(x, list) else x.tolist()
 
 
 from npu_inductor.runtime.kernels import array, elementwise, math  # noqa: E402,F401

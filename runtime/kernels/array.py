@@ -5,22 +5,22 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from npu_inductor.runtime.kernels import kernel
+from npu_inductor.runtime.kernels import as_list, kernel
 
 
-@kernel("Reshape")
+@kernel("Reshape", const_inputs=(1,))
 def reshape(x, shape, axis=0, num_axes=-1):
-    return x.reshape(shape.tolist())
+    return x.reshape(as_list(shape))
 
 
-@kernel("Transpose")
+@kernel("Transpose", const_inputs=(1,))
 def transpose(x, perm):
-    return x.permute(perm.tolist())
+    return x.permute(as_list(perm))
 
 
-@kernel("BroadcastTo")
+@kernel("BroadcastTo", const_inputs=(1,))
 def broadcast_to(x, shape):
-    return x.expand(shape.tolist())
+    return x.expand(as_list(shape))
 
 
 @kernel("Unsqueeze")
