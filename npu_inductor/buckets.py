@@ -356,12 +356,11 @@ class BucketedGraph:
         values = self._read(args)
         padded = dict(values)
         if self.report.safety.safe:
-            for d in self.dims:
-                b = self._bucket(d, values[d.symbol])
-                if b is None:
-                    self.report.eager_calls += 1
-                    return self.gm(*args)
-                padded[d.symbol] = b
+            chosen = {d.symbol: self._bucket(d, values[d.symbol]) for d in self.dims}
+            if None in chosen.values():  # auto buckets still profiling, or above them
+                self.report.eager_calls += 1
+                return self.gm(*args)
+            padded.update(chosen)
         elif str(self.report.safety) not in self.report.exact_reasons:
             self.report.exact_reasons.append(str(self.report.safety))
         self._count(values, padded)

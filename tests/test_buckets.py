@@ -171,3 +171,19 @@ def test_explain_shows_why_a_size_compiled_exactly():
     text = str(npu_inductor.explain(f, x))
     assert "Shape buckets on L['x'] dim 0" in text
     assert "compiled exactly" in text and "_softmax" in text
+
+
+def test_auto_buckets_profile_every_dim_together():
+    def f(x):
+        return torch.relu(x) * 2
+
+    compiled = torch.compile(f, backend="npu", dynamic=True, options={"shape_buckets": "auto"})
+    rng = random.Random(1)
+    with record_graphs() as graphs:
+        for _ in range(buckets.AUTO_PROFILE_CALLS + 8):
+            x = torch.randn(rng.randint(2, 3), rng.randint(1, 40))
+            torch.testing.assert_close(compiled(x), f(x))
+    report = _last_report()
+    assert len(report.dims) == 2
+    assert report.eager_calls == buckets.AUTO_PROFILE_CALLS - 1  # then both dims are decided
+    assert 1 <= len(graphs) == report.compiles <= 8
