@@ -289,3 +289,5 @@ def write_dump(folder: Path, compiled: CompiledGraph, fx_before: str | None,
     (folder / "executor.py").write_text(compiled.executor.source)
     compiled.executor.device.write_memory_plan(compiled.executor.model_id,
                                                folder / "memory_plan.json")
+    from npu_inductor.runtime.host_codegen import write_source  # host device: generated run
+    write_source(compiled.executor.device, compiled.executor.model_id, folder / "host_model.py")

@@ -21,6 +21,7 @@ import linecache
 import os
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -170,6 +171,13 @@ def compile_host_model(model: Any) -> RunFn | None:
     fast = namespace["make"](**closure)
     model.codegen_source = source
     return _guarded(fast, model, filename, lines)
+
+
+def write_source(device: Any, model_id: int, path: Path) -> None:
+    """Dump a host-loaded model's generated executor (no-op on other devices or when off)."""
+    models = getattr(getattr(device, "acl", None), "models", None)
+    if isinstance(models, dict) and model_id in models and enabled():
+        path.write_text(host_model_source(models[model_id])[0])
 
 
 def _guarded(fast: Callable, model: Any, filename: str, lines: list[int]) -> RunFn:

@@ -82,3 +82,12 @@ def test_error_names_the_ge_op():
     hm = _host_model(compiled)
     with pytest.raises(HostExecutionError, match=r"GE op .* failed on the host device"):
         hm.execute([torch.randn(4, 3), torch.tensor([0, 9])])  # index out of range
+
+
+def test_dump_dir_holds_the_generated_executor(tmp_path):
+    torch._dynamo.reset()
+    fn = torch.compile(lambda x: torch.relu(x) * 2, backend="npu",
+                       options={"dump_dir": str(tmp_path)})
+    fn(torch.randn(3))
+    dumped = list(tmp_path.rglob("host_model.py"))
+    assert dumped and "def run(inputs, W, ws_ptr):" in dumped[0].read_text()
