@@ -40,7 +40,12 @@ _TO_CPP = {t: c for t, _, c, _ in _TABLE}
 _FROM_CPP = {c: t for t, _, c, _ in _TABLE}
 _TO_NAME = {t: n for t, _, _, n in _TABLE}
 _FROM_NAME = {n: t for t, _, _, n in _TABLE}
-_FROM_NAME["DT_FLOAT32"] = torch.float32  # alias that some REG_OP headers spell out
+# spellings some REG_OP headers use besides the enum names
+_FROM_NAME.update({"DT_FLOAT32": torch.float32, "DT_FP32": torch.float32,
+                   "DT_HALF": torch.float16, "DT_FP16": torch.float16,
+                   "DT_BFLOAT16": torch.bfloat16, "DT_FLOAT64": torch.float64,
+                   "DT_COMPLEXT64": torch.complex64, "DT_FP8_E5M2": torch.float8_e5m2,
+                   "DT_FP8_E4M3FN": torch.float8_e4m3fn})
 
 
 class UnsupportedDtypeError(TypeError):

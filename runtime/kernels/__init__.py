@@ -42,7 +42,8 @@ def as_list(x: Any) -> Any:
 
 from npu_inductor.runtime.kernels import array, elementwise, math  # noqa: E402,F401
 from npu_inductor.runtime.kernels import creation, index  # noqa: E402,F401
-from npu_inductor.runtime.kernels import fused  # noqa: E402,F401
 from npu_inductor.runtime.kernels import nn  # noqa: E402,F401
 from npu_inductor.runtime.kernels import collectives  # noqa: E402,F401
 from npu_inductor.runtime.kernels import activation, reduction  # noqa: E402,F401
+from npu_inductor.runtime.kernels import fused  # noqa: E402,F401
+from npu_inductor.runtime.kernels import symbolic  # noqa: E402,F401
