@@ -44,6 +44,22 @@ REPORT_HOOKS: list[Callable[[GraphReport], None]] = []
 # pass already finds converter failures, so more than one round is unexpected).
 MAX_PARTITION_ROUNDS = 8
 _WARNED: set[str] = set()  # op types already warned about (warn once per op type)
+
+
+@contextlib.contextmanager
+def recording(hooks: list[Callable[[Any], None]]) -> Iterator[list[Any]]:
+    """Collect what ``hooks`` (``COMPILE_HOOKS`` or ``REPORT_HOOKS``) receive in the block."""
+    seen: list[Any] = []
+    hooks.append(seen.append)
+    try:
+        yield seen
+    finally:
+        hooks.remove(seen.append)
+
+
+def record_reports() -> contextlib.AbstractContextManager[list[GraphReport]]:
+    """Every ``GraphReport`` (GE graphs and fallbacks of one FX graph) made in the block."""
+    return recording(REPORT_HOOKS)
 # Failures of the device, not of the graph: loading them in eager would hide the problem.
 _ENVIRONMENT_ERRORS = (DeviceError, DeviceMemoryError, AllocatorError, torch.OutOfMemoryError)
 

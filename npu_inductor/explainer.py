@@ -9,9 +9,8 @@ before and after, so earlier compiled code recompiles on its next call.
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +18,7 @@ import torch
 
 from npu_inductor.buckets import REPORTS as bucket_reports
 from npu_inductor.buckets import BucketReport
-from npu_inductor.compile_fx import REPORT_HOOKS, GraphReport, quiet_fallbacks
+from npu_inductor.compile_fx import GraphReport, quiet_fallbacks, record_reports
 from npu_inductor.graph_passes.partition import Fallback
 
 
@@ -93,14 +92,6 @@ class ExplainReport:
         return lines
 
 
-@contextlib.contextmanager
-def _record_reports() -> Iterator[list[GraphReport]]:
-    seen: list[GraphReport] = []
-    REPORT_HOOKS.append(seen.append)
-    try:
-        yield seen
-    finally:
-        REPORT_HOOKS.remove(seen.append)
 
 
 def _summaries(reports: list[GraphReport]) -> list[GEGraphSummary]:
@@ -128,7 +119,7 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
     torch._dynamo.reset()
     first_bucket_report = len(bucket_reports)
     try:
-        with _record_reports() as reports, quiet_fallbacks():  # the report lists them
+        with record_reports() as reports, quiet_fallbacks():  # the report lists them
             # fallback="eager" whatever the settings: explain reports fallbacks, not raises
             torch.compile(fn, backend="npu", options={"fallback": "eager"})(*args, **kwargs)
     finally:

@@ -5,25 +5,20 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Any, Callable, Iterator
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
-from npu_inductor.compile_fx import COMPILE_HOOKS, CompiledGraph
+from npu_inductor.compile_fx import COMPILE_HOOKS, CompiledGraph, recording
 
 FP32_RTOL = 1e-5
 FP32_ATOL = 1e-5
 
 
-@contextlib.contextmanager
-def record_graphs() -> Iterator[list[CompiledGraph]]:
+def record_graphs() -> contextlib.AbstractContextManager[list[CompiledGraph]]:
     """Collect every CompiledGraph compiled inside the block."""
-    seen: list[CompiledGraph] = []
-    COMPILE_HOOKS.append(seen.append)
-    try:
-        yield seen
-    finally:
-        COMPILE_HOOKS.remove(seen.append)
+    return recording(COMPILE_HOOKS)
 
 
 def _tree_tensors(x: Any) -> list[torch.Tensor]:
@@ -34,7 +29,8 @@ def assert_close(actual: Any, expected: Any, rtol: float, atol: float, what: str
     a, e = _tree_tensors(actual), _tree_tensors(expected)
     assert len(a) == len(e), f"{what}: {len(a)} tensors vs {len(e)} in eager"
     for i, (x, y) in enumerate(zip(a, e)):
-        torch.testing.assert_close(x, y, rtol=rtol, atol=atol, msg=lambda m: f"{what}[{i}]: {m}")
+        torch.testing.assert_close(x, y, rtol=rtol, atol=atol,
+                                   msg=lambda m, i=i: f"{what}[{i}]: {m}")
 
 
 def check_model(model: torch.nn.Module, inputs: tuple, *, train: bool = True,
@@ -55,7 +51,8 @@ def check_model(model: torch.nn.Module, inputs: tuple, *, train: bool = True,
             grads = [torch.randn_like(t) for t in _tree_tensors(expected)]
             torch.autograd.backward(_tree_tensors(expected), grads)
             torch.autograd.backward(_tree_tensors(actual), grads)
-            for (name, p), (_, q) in zip(eager.named_parameters(), compiled_model.named_parameters()):
+            pairs = zip(eager.named_parameters(), compiled_model.named_parameters())
+            for (name, p), (_, q) in pairs:
                 assert q.grad is not None, f"no gradient for {name}"
                 assert_close(q.grad, p.grad, rtol, atol, f"grad {name}")
         for (name, b), (_, c) in zip(eager.named_buffers(), compiled_model.named_buffers()):

@@ -4,17 +4,15 @@ leaves nothing to eager."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import warnings
-from collections.abc import Iterator
 
 import pytest
 import torch
 from harness import FP32_ATOL, FP32_RTOL, assert_close, record_graphs
 from models import make
 
-from npu_inductor.compile_fx import REPORT_HOOKS, CompiledGraph, GraphReport
+from npu_inductor.compile_fx import CompiledGraph, record_reports
 from npu_inductor.ge.ir import DYNAMIC_DIM
 
 # Sizes of the dynamic dim (batch for mlp/cnn, sequence for bert/llama). None equals another
@@ -39,14 +37,6 @@ def _inputs(name: str, n: int) -> tuple[torch.Tensor, ...]:
     return (torch.randint(0, 128, (2, n), generator=g),)
 
 
-@contextlib.contextmanager
-def record_reports() -> Iterator[list[GraphReport]]:
-    seen: list[GraphReport] = []
-    REPORT_HOOKS.append(seen.append)
-    try:
-        yield seen
-    finally:
-        REPORT_HOOKS.remove(seen.append)
 
 
 def _step(eager: torch.nn.Module, compiled_model: torch.nn.Module, compiled, inputs: tuple,

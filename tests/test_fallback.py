@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import warnings
-from collections.abc import Iterator
 
 import pytest
 import torch
 from harness import check_fn, check_model, record_graphs
 
-from npu_inductor.compile_fx import REPORT_HOOKS, GraphReport, reset_fallback_warnings
+from npu_inductor.compile_fx import (
+    GraphReport,
+    record_reports,
+    reset_fallback_warnings,
+)
 from npu_inductor.lowering.registry import CONVERTERS, register
 
 OP_NS = "npu_fallback_test"
@@ -111,14 +113,6 @@ class Softclipped(torch.nn.Module):
         return torch.relu(softclip(torch.relu(x * self.w1) + 1) * self.w2)
 
 
-@contextlib.contextmanager
-def record_reports() -> Iterator[list[GraphReport]]:
-    seen: list[GraphReport] = []
-    REPORT_HOOKS.append(seen.append)
-    try:
-        yield seen
-    finally:
-        REPORT_HOOKS.remove(seen.append)
 
 
 @pytest.fixture(autouse=True)

@@ -24,7 +24,7 @@ import torch
 from opinfo import manifest
 from torch.utils._pytree import tree_leaves, tree_map
 
-from npu_inductor.compile_fx import REPORT_HOOKS, GraphReport, quiet_fallbacks
+from npu_inductor.compile_fx import quiet_fallbacks, record_reports
 
 FLOAT32_SAMPLES = 2
 LOW_PRECISION_SAMPLES = 1
@@ -100,14 +100,6 @@ def _fresh_fn(op: Any, tag: str) -> Callable:
     return call
 
 
-@contextlib.contextmanager
-def _record_reports() -> Iterator[list[GraphReport]]:
-    seen: list[GraphReport] = []
-    REPORT_HOOKS.append(seen.append)
-    try:
-        yield seen
-    finally:
-        REPORT_HOOKS.remove(seen.append)
 
 
 def _graph_breaks() -> Counter:
@@ -145,7 +137,7 @@ def _eager(op: Any, args: tuple, kwargs: dict) -> Any:
 def _compare_sample(fn: Callable, args: tuple, kwargs: dict, expected: Any,
                     dtype: torch.dtype, result: Result) -> str | None:
     breaks = _graph_breaks()
-    with _record_reports() as reports, quiet_fallbacks():
+    with record_reports() as reports, quiet_fallbacks():
         try:
             torch.manual_seed(SEED)
             actual = torch.compile(fn, backend="npu", dynamic=False)(*_clone(args),
