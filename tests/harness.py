@@ -14,6 +14,20 @@ from npu_inductor.compile_fx import COMPILE_HOOKS, CompiledGraph, recording
 
 FP32_RTOL = 1e-5
 FP32_ATOL = 1e-5
+STRICT = {"fallback": "error"}  # a refused converter must fail the test, not run eagerly
+
+
+def random_tensor(shape, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Random test data of any dtype: bools, small signed ints, normal floats."""
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape).bool()
+    if not dtype.is_floating_point:
+        return torch.randint(-5, 5, shape, dtype=dtype)
+    return torch.randn(shape).to(dtype)
+
+
+def ge_op_types(graphs: list[CompiledGraph]) -> set[str]:
+    return {op.type for g in graphs for op in g.lowered.graph.ops}
 
 
 def record_graphs() -> contextlib.AbstractContextManager[list[CompiledGraph]]:
@@ -69,4 +83,14 @@ def check_fn(fn: Callable, *inputs: Any, rtol: float = FP32_RTOL, atol: float = 
         actual = torch.compile(fn, backend="npu", options=options)(*inputs)
     assert_close(actual, fn(*inputs), rtol, atol, "output")
     assert graphs, "no GE graph was compiled"
+    return graphs
+
+
+def check_ge_ops(fn: Callable, *inputs: Any, ge: str | tuple = (), **tolerances: float
+                 ) -> list[CompiledGraph]:
+    """Compiled with ``fallback="error"`` vs eager; the GE graphs must hold the ``ge`` types."""
+    graphs = check_fn(fn, *inputs, options=STRICT, **tolerances)
+    types = ge_op_types(graphs)
+    for t in (ge,) if isinstance(ge, str) else ge:
+        assert t in types, f"{t} not in GE graph: {sorted(types)}"
     return graphs

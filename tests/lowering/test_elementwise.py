@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from harness import check_fn
+from harness import check_ge_ops
 
 from npu_inductor.ge import format_graph
 
 aten = torch.ops.aten
-STRICT = {"fallback": "error"}  # a refused converter must fail the test, not run eagerly
+
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 I32, I64, I8, U8, B = torch.int32, torch.int64, torch.int8, torch.uint8, torch.bool
 FLOATS = (F32, F16, BF16)
@@ -37,11 +37,7 @@ def tol(dtype):
 
 def run(fn, *inputs, ge=(), dtype=F32):
     """Compiled (fallback='error') vs eager; the graph must hold the ``ge`` op types."""
-    graphs = check_fn(fn, *inputs, options=STRICT, **tol(dtype))
-    types = {op.type for g in graphs for op in g.lowered.graph.ops}
-    for t in (ge,) if isinstance(ge, str) else ge:
-        assert t in types, f"{t} not in GE graph: {sorted(types)}"
-    return graphs
+    return check_ge_ops(fn, *inputs, ge=ge, **tol(dtype))
 
 
 # ---- unary ops: (id, fn, GE op, dtypes, (low, high) input range) -------------------------

@@ -5,21 +5,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from harness import check_fn
+from harness import STRICT, check_fn
+from harness import random_tensor as make
 
 from npu_inductor.ge import format_graph
 
 aten = torch.ops.aten
-STRICT = {"fallback": "error"}  # a refused converter must fail the test, not run eagerly
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
-
-
-def make(shape, dtype=torch.float32):
-    if dtype == torch.bool:
-        return torch.randint(0, 2, shape).bool()
-    if not dtype.is_floating_point:
-        return torch.randint(-5, 5, shape, dtype=dtype)
-    return torch.randn(shape).to(dtype)
 
 
 def ge_ops(graphs) -> set[str]:
