@@ -94,3 +94,20 @@ def check_ge_ops(fn: Callable, *inputs: Any, ge: str | tuple = (), **tolerances:
     for t in (ge,) if isinstance(ge, str) else ge:
         assert t in types, f"{t} not in GE graph: {sorted(types)}"
     return graphs
+
+
+def check_grad(fn: Callable, *inputs: torch.Tensor) -> None:
+    """Compiled (fallback="error") vs eager: the output and the gradient of every floating
+    input, for a function with one tensor output."""
+    torch._dynamo.reset()
+    ours = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    ref = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    actual = torch.compile(fn, backend="npu", options=STRICT)(*ours)
+    expected = fn(*ref)
+    torch.testing.assert_close(actual, expected)
+    grad = torch.randn_like(expected)
+    actual.backward(grad)
+    expected.backward(grad)
+    for a, e in zip(ours, ref):
+        if e.grad is not None:
+            torch.testing.assert_close(a.grad, e.grad)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from harness import STRICT, check_fn
+from harness import STRICT, check_fn, check_grad
 from harness import random_tensor as make
 
 aten = torch.ops.aten
@@ -186,22 +186,6 @@ def test_embedding_backward_scatter_adds():
     torch.compile(fn, backend="npu", options=STRICT)(w, ids).backward()
     fn(w2, ids).backward()
     torch.testing.assert_close(w.grad, w2.grad)
-
-
-def check_grad(fn, *inputs):
-    """Compiled vs eager: outputs and the gradient of every floating input."""
-    torch._dynamo.reset()
-    ours = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
-    ref = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
-    actual = torch.compile(fn, backend="npu", options=STRICT)(*ours)
-    expected = fn(*ref)
-    torch.testing.assert_close(actual, expected)
-    grad = torch.randn_like(expected)
-    actual.backward(grad)
-    expected.backward(grad)
-    for a, e in zip(ours, ref):
-        if e.grad is not None:
-            torch.testing.assert_close(a.grad, e.grad)
 
 
 TRAIN = [

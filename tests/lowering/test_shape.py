@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from harness import STRICT, check_fn
+from harness import STRICT, check_fn, check_grad
 from harness import random_tensor as make
 
 from npu_inductor.ge import format_graph
@@ -158,21 +158,6 @@ def test_golden_view_permute_slice():
     text = format_graph(g.lowered.graph)
     name = g.lowered.graph.name
     assert text.replace(f'"{name}"', '"inference_N"') == GOLDEN
-
-
-def check_grad(fn, *inputs):
-    """Compiled vs eager: outputs and the gradient of every input (fallback is an error)."""
-    torch._dynamo.reset()
-    ours = [x.detach().clone().requires_grad_() for x in inputs]
-    ref = [x.detach().clone().requires_grad_() for x in inputs]
-    actual = torch.compile(fn, backend="npu", options=STRICT)(*ours)
-    expected = fn(*ref)
-    torch.testing.assert_close(actual, expected)
-    grad = torch.randn_like(expected)
-    actual.backward(grad)
-    expected.backward(grad)
-    for a, e in zip(ours, ref):
-        torch.testing.assert_close(a.grad, e.grad)
 
 
 F = torch.nn.functional
