@@ -47,3 +47,4 @@ from npu_inductor.runtime.kernels import collectives  # noqa: E402,F401
 from npu_inductor.runtime.kernels import activation, reduction  # noqa: E402,F401
 from npu_inductor.runtime.kernels import fused  # noqa: E402,F401
 from npu_inductor.runtime.kernels import symbolic  # noqa: E402,F401
+from npu_inductor.runtime.kernels import spectral  # noqa: E402,F401
