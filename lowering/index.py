@@ -465,7 +465,8 @@ def _with_int64_indices(ctx, ys: tuple) -> tuple:
     return values, cast(ctx, indices, torch.int64)
 
 
-def _sort(ctx, self: Value, dim: int, descending: bool, stable: bool) -> tuple:
+def sorted_along(ctx, self: Value, dim: int, descending: bool, stable: bool) -> tuple:
+    """(values, int64 indices) of GE ``Sort`` along ``dim`` (a 0-d tensor sorts as itself)."""
     x = reshape(ctx, self, (1,)) if self.rank == 0 else self
     out = [(x.dtype, x.shape), (torch.int32, x.shape)]
     attrs = {"axis": norm_axis(dim, x.rank), "descending": bool(descending),
@@ -479,14 +480,14 @@ def _sort(ctx, self: Value, dim: int, descending: bool, stable: bool) -> tuple:
 @register(aten.sort.default)
 def sort(ctx, self, dim=-1, descending=False):
     """sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    return _sort(ctx, self, dim, descending, False)
+    return sorted_along(ctx, self, dim, descending, False)
 
 
 @register(aten.sort.stable)
 def sort_stable(ctx, self, stable=None, dim=-1, descending=False):
     """sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False)
     -> (Tensor values, Tensor indices)"""
-    return _sort(ctx, self, dim, descending, bool(stable))
+    return sorted_along(ctx, self, dim, descending, bool(stable))
 
 
 @register(aten.topk.default)

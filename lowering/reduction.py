@@ -21,7 +21,9 @@ from npu_inductor.ge.ir import DYNAMIC_DIM, Value
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.elementwise import need_dtype, pointwise, select, supports, to_bool
 from npu_inductor.lowering.helpers import as_value, cast, int_list, norm_axes, norm_axis
+from npu_inductor.lowering.index import sorted_along
 from npu_inductor.lowering.registry import register
+from npu_inductor.lowering.shape import move, reshape, static_dims, strided_slice
 
 aten = torch.ops.aten
 
@@ -291,3 +293,73 @@ def nansum(ctx, self, dim=None, keepdim=False, dtype=None):
         x = select(ctx, nan, 0, self, self.dtype, suffix="zeroed")
     return reduce(ctx, "ReduceSum", x, axes_of(dim, self.rank), keepdim, ctx.out_dtype,
                   out=ctx.out_dtype)
+
+
+# ---- order statistics: median, nanmedian ------------------------------------------------
+# No GE median op: a stable ascending Sort (NaN last, ties in input order) and a gather at
+# the median's rank reproduce torch CPU exactly, indices included: its nth_element breaks
+# value ties by index, and torch.median returns the first NaN of a row holding any.
+def _take(ctx: LoweringContext, x: Value, k: Value, axis: int, suffix: str) -> Value:
+    return move(ctx, "GatherElements", [x, k], {"dim": axis}, out=(x.dtype, k.shape),
+                suffix=suffix)
+
+
+def _all_nan_index(n: int) -> int:
+    """The index torch.nanmedian returns for a row of ``n`` NaNs: NaNs are unordered, so it
+    is wherever libstdc++'s nth_element leaves position 0, a function of ``n`` alone."""
+    return int(torch.full((n,), math.nan).nanmedian(0).indices)
+
+
+def _median(ctx: LoweringContext, self: Value, dim: int, keep: bool,
+            ignore_nan: bool) -> tuple[Value, Value]:
+    static_dims(ctx, self)
+    x = reshape(ctx, self, (1,), "lift") if self.rank == 0 else self
+    axis = norm_axis(dim, x.rank)
+    n, kept = x.shape[axis], reduced_shape(x.shape, [axis], True)
+    values, perm = sorted_along(ctx, x, axis, descending=False, stable=True)
+    if not x.dtype.is_floating_point:  # no NaN: the ((n-1)//2)-th smallest
+        mid = (n - 1) // 2
+        picked = [strided_slice(ctx, v, [axis], [mid], [mid + 1], [1], suffix=s)
+                  for v, s in ((values, "value"), (perm, "index"))]
+    else:
+        same = pointwise(ctx, "Equal", [x, x], x.dtype, y_dtype=torch.bool, suffix="not_nan")
+        count = reduce(ctx, "ReduceSum", cast(ctx, same, torch.int64), [axis], True,
+                       torch.int64, suffix="count")
+        if ignore_nan:  # the median of the non-NaN values
+            less = pointwise(ctx, "Maximum", [pointwise(ctx, "Sub", [count, 1], torch.int64,
+                                                        suffix="less"), 0], torch.int64,
+                             suffix="clamp")
+            k = pointwise(ctx, "FloorDiv", [less, 2], torch.int64, suffix="rank")
+        else:  # rank ``count`` is the row's first NaN when it holds any
+            has_nan = pointwise(ctx, "Less", [count, n], torch.int64, y_dtype=torch.bool,
+                                suffix="has_nan")
+            k = select(ctx, has_nan, count, (n - 1) // 2, torch.int64, suffix="rank")
+        picked = [_take(ctx, values, k, axis, "value"), _take(ctx, perm, k, axis, "index")]
+        if ignore_nan:
+            empty = pointwise(ctx, "Equal", [count, 0], torch.int64, y_dtype=torch.bool,
+                              suffix="all_nan")
+            picked[1] = select(ctx, empty, _all_nan_index(n), picked[1], torch.int64,
+                               suffix="index_all_nan")
+    shape = kept if keep else reduced_shape(x.shape, [axis], False)
+    shape = shape if self.rank else ()
+    return tuple(reshape(ctx, v, shape, s) for v, s in zip(picked, ("values", "indices")))
+
+
+def _median_dim(ignore_nan: bool):
+    def convert(ctx, self, dim, keepdim=False):
+        return _median(ctx, self, dim, keepdim, ignore_nan)
+    return convert
+
+
+def _median_all(ignore_nan: bool):
+    def convert(ctx, self):
+        flat = reshape(ctx, self, (math.prod(self.shape),), "flat")
+        return _median(ctx, flat, 0, False, ignore_nan)[0]
+    return convert
+
+
+_MEDIAN_CAP = supports("Sort")
+register(aten.median.dim, capability=_MEDIAN_CAP, dynamic=False)(_median_dim(False))
+register(aten.nanmedian.dim, capability=_MEDIAN_CAP, dynamic=False)(_median_dim(True))
+register(aten.median.default, capability=_MEDIAN_CAP, dynamic=False)(_median_all(False))
+register(aten.nanmedian.default, capability=_MEDIAN_CAP, dynamic=False)(_median_all(True))

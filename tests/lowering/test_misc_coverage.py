@@ -1,0 +1,61 @@
+"""Order statistics and miscellaneous converters closed from the OpInfo sweep: median /
+nanmedian (reduction.py), compiled with fallback="error" vs eager, indices included."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from harness import STRICT, ge_op_types, record_graphs
+
+F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def check(fn, *inputs, ge=(), rtol=1e-5, atol=1e-5):
+    """check_ge_ops with NaN == NaN (medians of rows holding NaN are NaN)."""
+    torch._dynamo.reset()
+    with record_graphs() as graphs:
+        actual = torch.compile(fn, backend="npu", options=STRICT)(*inputs)
+    torch.testing.assert_close(actual, fn(*inputs), rtol=rtol, atol=atol, equal_nan=True)
+    types = ge_op_types(graphs)
+    for t in (ge,) if isinstance(ge, str) else ge:
+        assert t in types, f"{t} not in GE graph: {sorted(types)}"
+
+
+def with_ties_and_nans(shape, dtype, seed=0):
+    """Few distinct values (ties decide the index), ~30% NaN, one all-NaN and one mostly
+    NaN row."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 4, shape, generator=g).to(dtype)
+    if dtype.is_floating_point:
+        x[torch.rand(shape, generator=g) < 0.3] = float("nan")
+        x[0] = float("nan")
+        x[1, : shape[1] // 2 + 1] = float("nan")
+    return x
+
+
+# ---- median / nanmedian ------------------------------------------------------------------
+@pytest.mark.parametrize("n", [1, 4, 9, 33])
+@pytest.mark.parametrize("dtype", [F32, F16, BF16])
+def test_median_nan_and_ties(dtype, n):
+    x = with_ties_and_nans((6, n), dtype)
+    check(lambda t: (t.median(1), t.nanmedian(1), t.median(), t.nanmedian()), x, ge="Sort")
+
+
+@pytest.mark.parametrize("dtype", INTS)
+def test_median_int(dtype):
+    x = with_ties_and_nans((5, 8), dtype)
+    check(lambda t: (t.median(0), t.median(-1, keepdim=True), t.median()), x, ge="Sort")
+
+
+def test_median_keepdim_3d_and_0d():
+    x = with_ties_and_nans((4, 6, 5), F32)
+    check(lambda t: (t.median(1, keepdim=True), t.nanmedian(0, keepdim=True),
+                     t.nanmedian(-1)), x, ge="Sort")
+    check(lambda t: (t.median(0), t.median(), t.nanmedian(0)), torch.tensor(3.0), ge="Sort")
+
+
+def test_median_float64_falls_back():
+    x = torch.randn(4, 5, dtype=torch.float64)
+    with pytest.raises(Exception, match="median"):
+        torch.compile(lambda t: t.median(1), backend="npu", options=STRICT)(x)
