@@ -259,21 +259,20 @@ def scatter_add(ctx, self, dim, index, src):
 
 def _scatter_reduce_ok(node: torch.fx.Node) -> str | None:
     reduce = node.args[4] if len(node.args) > 4 else node.kwargs.get("reduce")
-    if reduce not in ("sum", "prod", "mean"):
-        return f"ScatterElements has no reduction {reduce!r}"
-    if reduce == "mean" and not node.meta["val"].dtype.is_floating_point:
-        return "integer scatter mean rounds by floor division"
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+        return f"no GE scatter reduction {reduce!r}"
     return None
 
 
-def _cleared(ctx, self: Value, dim: int, index: Value, value: int) -> Value:
+def _cleared(ctx, self: Value, dim: int, index: Value, value: Any) -> Value:
     """``self`` with every position ``index`` targets set to ``value`` (include_self=False)."""
     return _scatter_elements(ctx, self, dim, index, _filled(ctx, index.shape, value, self.dtype))
 
 
 def _scatter_mean(ctx, self: Value, dim: int, index: Value, src: Value,
                   include_self: bool) -> Value:
-    """Sum of the reduced values over their count (1 for positions nothing targets)."""
+    """Sum of the reduced values over their count (1 for positions nothing targets);
+    integers divide with floor rounding, as torch does."""
     ones = _filled(ctx, self.shape, 1, self.dtype)
     base, counts = self, ones
     if not include_self:
@@ -281,17 +280,70 @@ def _scatter_mean(ctx, self: Value, dim: int, index: Value, src: Value,
     total = _scatter_elements(ctx, base, dim, index, src, "add")
     count = _scatter_elements(ctx, counts, dim, index,
                               _filled(ctx, index.shape, 1, self.dtype), "add")
-    return ctx.op("RealDiv", [total, count], out=(self.dtype, self.shape), suffix="mean")
+    div = "RealDiv" if self.dtype.is_floating_point else "FloorDiv"
+    return move(ctx, div, [total, count], out=(self.dtype, self.shape), data=(0, 1),
+                suffix="mean")
+
+
+def _extreme(dtype: torch.dtype, largest: bool) -> Any:
+    """The identity of amin (``largest``) / amax over ``dtype``."""
+    if dtype.is_floating_point:
+        return math.inf if largest else -math.inf
+    if dtype == torch.bool:
+        return largest
+    info = torch.iinfo(dtype)
+    return info.max if largest else info.min
+
+
+def _positions_along(ctx, dim: int, index: Value) -> Value:
+    """GE ``*Nd`` indices (``index.shape + [rank]``) of ScatterElements' targets: each
+    position of ``index`` with its ``dim`` coordinate replaced by the index value."""
+    static_dims(ctx, index)
+    parts = []
+    for d, n in enumerate(index.shape):
+        if d == dim:
+            parts.append(cast(ctx, index, torch.int64))
+            continue
+        lifted = [1] * index.rank
+        lifted[d] = n
+        coord = reshape(ctx, ctx.const(torch.arange(n), torch.int64, f"coord{d}"), lifted,
+                        f"coord{d}_lift")
+        parts.append(broadcast_to(ctx, coord, index.shape, f"coord{d}_spread"))
+    return ctx.op("Pack", [parts], {"axis": index.rank, "N": len(parts)},
+                  out=(torch.int64, index.shape + (index.rank,)), suffix="positions")
+
+
+def _scatter_extreme(ctx, self: Value, dim: int, index: Value, src: Value, reduce: str,
+                     include_self: bool) -> Value:
+    """amax / amin along ``dim``: ScatterElements reduces only by add / mul, so the targets
+    become ``*Nd`` positions for TensorScatterMax / TensorScatterMin."""
+    if not include_self:
+        self = _cleared(ctx, self, dim, index, _extreme(self.dtype, reduce == "amin"))
+    src = cast(ctx, src, self.dtype)
+    if src.shape != index.shape:  # torch reads only src[:index.shape]
+        src = strided_slice(ctx, src, list(range(index.rank)), [0] * index.rank,
+                            list(index.shape), [1] * index.rank, suffix="src")
+    ge_type = "TensorScatterMax" if reduce == "amax" else "TensorScatterMin"
+    return move(ctx, ge_type, [self, _positions_along(ctx, dim, index), src],
+                out=(self.dtype, self.shape), data=(0, 2), suffix="scatter")
+
+
+def _scatter_reduce(ctx, self: Value, dim: int, index: Value, src: Value, reduce: str,
+                    include_self: bool) -> Value:
+    dim = norm_axis(dim, max(self.rank, 1))
+    if reduce == "mean":
+        return _scatter_mean(ctx, self, dim, index, cast(ctx, src, self.dtype), include_self)
+    if reduce in ("amax", "amin"):
+        return _scatter_extreme(ctx, self, dim, index, src, reduce, include_self)
+    base = self if include_self else _cleared(ctx, self, dim, index, int(reduce == "prod"))
+    return _scatter_elements(ctx, base, dim, index, src, _REDUCTIONS[reduce])
 
 
 @register(aten.scatter_reduce.two, capability=_scatter_reduce_ok)
 def scatter_reduce_two(ctx, self, dim, index, src, reduce, include_self=True):
     """scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *,
     bool include_self=True) -> Tensor"""
-    if reduce == "mean":
-        return _scatter_mean(ctx, self, dim, index, cast(ctx, src, self.dtype), include_self)
-    base = self if include_self else _cleared(ctx, self, dim, index, int(reduce == "prod"))
-    return _scatter_elements(ctx, base, dim, index, src, _REDUCTIONS[reduce])
+    return _scatter_reduce(ctx, self, dim, index, src, reduce, include_self)
 
 
 def _along(ctx, index: Value, dim: int, shape: Sequence[int]) -> Value:
@@ -316,6 +368,17 @@ def index_add(ctx, self, dim, index, source, alpha=1):
         src = ctx.op("Mul", [src, ctx.const(alpha, self.dtype, "alpha")],
                      out=(self.dtype, src.shape), suffix="alpha")
     y = _scatter_elements(ctx, x, dim, _along(ctx, index, dim, src.shape), src, "add")
+    return reshape(ctx, y, self.shape, "")
+
+
+@register(aten.index_reduce.default)
+def index_reduce(ctx, self, dim, index, source, reduce, include_self=True):
+    """index_reduce(Tensor self, int dim, Tensor index, Tensor source, str reduce, *,
+    bool include_self=True) -> Tensor"""
+    x, src = _as_1d(ctx, self), _as_1d(ctx, cast(ctx, source, self.dtype))
+    dim = norm_axis(dim, x.rank)
+    y = _scatter_reduce(ctx, x, dim, _along(ctx, index, dim, src.shape), src, reduce,
+                        include_self)
     return reshape(ctx, y, self.shape, "")
 
 

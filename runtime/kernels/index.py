@@ -68,3 +68,25 @@ def top_k_v2(x, k, sorted=True, dim=-1, largest=True):
 def search_sorted(sorted_sequence, values, sorter=None, dtype=torch.int64, right=False):
     return torch.searchsorted(sorted_sequence, values, out_int32=dtype == torch.int32,
                               right=right, sorter=sorter)
+
+
+def _tensor_scatter_reduce(x, indices, updates, reduce):
+    """TF ``TensorScatterMax/Min``: ``x`` with each ``*Nd``-indexed slice reduced with its
+    update (duplicates reduce together)."""
+    k = indices.shape[-1]
+    rows = x.reshape((-1,) + tuple(x.shape[k:]))
+    strides = torch.tensor(x.shape[:k]).flip(0).cumprod(0).flip(0).tolist()[1:] + [1]
+    flat = (indices.long() * torch.tensor(strides)).sum(-1).reshape(-1)
+    src = updates.reshape((-1,) + tuple(x.shape[k:]))
+    target = flat.reshape((-1,) + (1,) * (src.dim() - 1)).expand_as(src)
+    return rows.scatter_reduce(0, target, src, reduce).reshape(x.shape)
+
+
+@kernel("TensorScatterMax")
+def tensor_scatter_max(x, indices, updates):
+    return _tensor_scatter_reduce(x, indices, updates, "amax")
+
+
+@kernel("TensorScatterMin")
+def tensor_scatter_min(x, indices, updates):
+    return _tensor_scatter_reduce(x, indices, updates, "amin")

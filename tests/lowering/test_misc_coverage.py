@@ -1,5 +1,6 @@
 """Order statistics and miscellaneous converters closed from the OpInfo sweep: median /
-nanmedian (reduction.py), compiled with fallback="error" vs eager, indices included."""
+nanmedian (reduction.py), scatter_reduce / index_reduce amax, amin, mean, prod (index.py),
+compiled with fallback="error" vs eager, indices included."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ from harness import STRICT, ge_op_types, record_graphs
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+# fp16/bf16: eager and GE may round a chain of products or a mean's sum in another order.
+TOLERANCES = {F16: (2e-3, 2e-3), BF16: (1.6e-2, 1.6e-2)}
 
 
 def check(fn, *inputs, ge=(), rtol=1e-5, atol=1e-5):
@@ -59,3 +64,57 @@ def test_median_float64_falls_back():
     x = torch.randn(4, 5, dtype=torch.float64)
     with pytest.raises(Exception, match="median"):
         torch.compile(lambda t: t.median(1), backend="npu", options=STRICT)(x)
+
+
+# ---- scatter_reduce / index_reduce ------------------------------------------------------
+REDUCES = ["amax", "amin", "mean", "prod", "sum"]
+SCATTER_DTYPES = [F32, F16, BF16, torch.int64, torch.int32, torch.uint8, torch.int8]
+
+
+def values(shape, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g) * 5
+    return x.to(dtype) if dtype.is_floating_point else x.round().abs().to(dtype)
+
+
+def _ge(reduce):
+    return {"amax": "TensorScatterMax", "amin": "TensorScatterMin"}.get(reduce,
+                                                                        "ScatterElements")
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", REDUCES)
+@pytest.mark.parametrize("dtype", SCATTER_DTYPES)
+def test_scatter_reduce(dtype, reduce, include_self):
+    x, src = values((5, 6), dtype, 0), values((4, 7), dtype, 1)
+    g = torch.Generator().manual_seed(2)
+    i0, i1 = torch.randint(0, 5, (3, 6), generator=g), torch.randint(0, 6, (4, 4), generator=g)
+    rtol, atol = TOLERANCES.get(dtype, (1e-5, 1e-5))
+
+    def fn(x, i0, i1, src):
+        return (torch.scatter_reduce(x, 0, i0, src, reduce, include_self=include_self),
+                torch.scatter_reduce(x, -1, i1, src, reduce, include_self=include_self))
+    check(fn, x, i0, i1, src, ge=_ge(reduce), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["amax", "amin", "mean", "prod"])
+@pytest.mark.parametrize("dtype", SCATTER_DTYPES)
+def test_index_reduce(dtype, reduce, include_self):
+    x, src = values((5, 6), dtype, 0), values((6, 6), dtype, 1)
+    index = torch.tensor([0, 2, 2, 4, 0, 1])
+    rtol, atol = TOLERANCES.get(dtype, (1e-5, 1e-5))
+
+    def fn(x, index, src):
+        return (x.index_reduce(0, index, src, reduce, include_self=include_self),
+                x.index_reduce(1, index, src[:5], reduce, include_self=include_self))
+    check(fn, x, index, src, ge=_ge(reduce), rtol=rtol, atol=atol)
+
+
+def test_scatter_amax_nan_and_3d():
+    x, src = values((3, 4, 5), F32, 0), values((3, 4, 5), F32, 1)
+    src[1, 2, 3] = float("nan")
+    index = torch.randint(0, 4, (2, 3, 5), generator=torch.Generator().manual_seed(3))
+    check(lambda x, i, s: (torch.scatter_reduce(x, 1, i, s, "amax"),
+                           torch.scatter_reduce(x, 1, i, s, "amin", include_self=False)),
+          x, index, src, ge=("TensorScatterMax", "TensorScatterMin"))
