@@ -204,16 +204,14 @@ register(aten.cumsum.default, capability=supports("Cumsum"))(_scan("Cumsum"))
 register(aten.cumprod.default, capability=supports("Cumprod"))(_scan("Cumprod"))
 
 
-def _norm_capability(node: torch.fx.Node) -> str | None:
-    ord_ = node.kwargs.get("ord", node.args[1] if len(node.args) > 1 else 2)
-    if ord_ == 0:
-        return "vector norm with ord=0 (a count) has no GE lowering"
-    return supports("LpNormV2")(node)
-
-
 def vector_norm(ctx: LoweringContext, x: Value, ord: float, axes: Sequence[int], keep: bool,
                 dtype: torch.dtype) -> Value:
     """The ``ord``-norm of ``x`` over ``axes`` (LpNormV2; inf norms as max/min of |x|)."""
+    if ord == 0:  # the count of nonzeros, exact in int64, rounded once as eager does
+        nonzero = pointwise(ctx, "NotEqual", [x, 0], dtype, y_dtype=torch.bool,
+                            suffix="nonzero")
+        return reduce(ctx, "ReduceSum", cast(ctx, nonzero, torch.int64), axes, keep,
+                      torch.int64, out=dtype, suffix="count")
     cd = need_dtype("LpNormV2", dtype)
     x = as_value(ctx, x, cd)
     if math.isinf(ord):  # max / min of |x|: plain reductions, no p-th powers
@@ -226,19 +224,14 @@ def vector_norm(ctx: LoweringContext, x: Value, ord: float, axes: Sequence[int],
     return cast(ctx, y, dtype)
 
 
-@register(aten.linalg_vector_norm.default, capability=_norm_capability)
+@register(aten.linalg_vector_norm.default, capability=supports("LpNormV2"))
 def linalg_vector_norm(ctx, self, ord=2, dim=None, keepdim=False, dtype=None):
     """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False,
     *, ScalarType? dtype=None) -> Tensor"""
     return vector_norm(ctx, self, ord, axes_of(dim, self.rank), keepdim, ctx.out_dtype)
 
 
-def _dist_capability(node: torch.fx.Node) -> str | None:
-    p = node.kwargs.get("p", node.args[2] if len(node.args) > 2 else 2)
-    return "dist with p=0 (a count) has no GE lowering" if p == 0 else supports("LpNormV2")(node)
-
-
-@register(aten.dist.default, capability=_dist_capability)
+@register(aten.dist.default, capability=supports("LpNormV2"))
 def dist(ctx, self, other, p=2):
     """dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
     dtype = ctx.out_dtype

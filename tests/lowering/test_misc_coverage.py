@@ -1,6 +1,6 @@
 """Order statistics and miscellaneous converters closed from the OpInfo sweep: median /
 nanmedian (reduction.py), scatter_reduce / index_reduce amax, amin, mean, prod (index.py),
-compiled with fallback="error" vs eager, indices included."""
+vector norms with ord=0, compiled with fallback="error" vs eager, indices included."""
 
 from __future__ import annotations
 
@@ -118,3 +118,13 @@ def test_scatter_amax_nan_and_3d():
     check(lambda x, i, s: (torch.scatter_reduce(x, 1, i, s, "amax"),
                            torch.scatter_reduce(x, 1, i, s, "amin", include_self=False)),
           x, index, src, ge=("TensorScatterMax", "TensorScatterMin"))
+
+
+# ---- ord=0 norms (a count of nonzeros) ----------------------------------------------------
+@pytest.mark.parametrize("dtype", [F32, F16, BF16])
+def test_norm_ord0(dtype):
+    x = torch.randn(4, 5, 6, generator=torch.Generator().manual_seed(0))
+    x = x.masked_fill(x.abs() < 0.5, 0).to(dtype)
+    check(lambda t: (torch.linalg.vector_norm(t, 0),
+                     torch.linalg.vector_norm(t, 0, dim=(0, 2), keepdim=True),
+                     t.norm(0, dim=1), torch.dist(t, t.flip(0), 0)), x, ge="NotEqual")
