@@ -214,7 +214,8 @@ def _scatter_elements(ctx, self: Value, dim: int, index: Value, updates: Value,
                 out=(self.dtype, self.shape), data=(0, 2))
 
 
-def _filled(ctx, shape: Sequence[int], value: Any, dtype: torch.dtype) -> Value:
+def filled(ctx, shape: Sequence[int], value: Any, dtype: torch.dtype) -> Value:
+    """A ``Fill`` of ``shape`` with a scalar (or 0-d ``Value``) ``value``."""
     fill = cast(ctx, value, dtype) if isinstance(value, Value) else ctx.const(value, dtype,
                                                                                "value")
     return ctx.op("Fill", [int_list(ctx, shape, "dims"), fill], out=(dtype, tuple(shape)),
@@ -234,7 +235,7 @@ def scatter_src(ctx, self, dim, index, src):
 def scatter_value(ctx, self, dim, index, value):
     """scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
     return _scatter_elements(ctx, self, dim, index,
-                             _filled(ctx, index.shape, value, self.dtype))
+                             filled(ctx, index.shape, value, self.dtype))
 
 
 @register(aten.scatter.reduce)
@@ -248,7 +249,7 @@ def scatter_value_reduce(ctx, self, dim, index, value, reduce):
     """scatter.value_reduce(Tensor self, int dim, Tensor index, Scalar value, *, str reduce)
     -> Tensor"""
     return _scatter_elements(ctx, self, dim, index,
-                             _filled(ctx, index.shape, value, self.dtype), _REDUCTIONS[reduce])
+                             filled(ctx, index.shape, value, self.dtype), _REDUCTIONS[reduce])
 
 
 @register(aten.scatter_add.default)
@@ -266,20 +267,20 @@ def _scatter_reduce_ok(node: torch.fx.Node) -> str | None:
 
 def _cleared(ctx, self: Value, dim: int, index: Value, value: Any) -> Value:
     """``self`` with every position ``index`` targets set to ``value`` (include_self=False)."""
-    return _scatter_elements(ctx, self, dim, index, _filled(ctx, index.shape, value, self.dtype))
+    return _scatter_elements(ctx, self, dim, index, filled(ctx, index.shape, value, self.dtype))
 
 
 def _scatter_mean(ctx, self: Value, dim: int, index: Value, src: Value,
                   include_self: bool) -> Value:
     """Sum of the reduced values over their count (1 for positions nothing targets);
     integers divide with floor rounding, as torch does."""
-    ones = _filled(ctx, self.shape, 1, self.dtype)
+    ones = filled(ctx, self.shape, 1, self.dtype)
     base, counts = self, ones
     if not include_self:
         base, counts = _cleared(ctx, self, dim, index, 0), _cleared(ctx, ones, dim, index, 0)
     total = _scatter_elements(ctx, base, dim, index, src, "add")
     count = _scatter_elements(ctx, counts, dim, index,
-                              _filled(ctx, index.shape, 1, self.dtype), "add")
+                              filled(ctx, index.shape, 1, self.dtype), "add")
     div = "RealDiv" if self.dtype.is_floating_point else "FloorDiv"
     return move(ctx, div, [total, count], out=(self.dtype, self.shape), data=(0, 1),
                 suffix="mean")
@@ -396,7 +397,7 @@ def _index_fill(ctx, self: Value, dim: int, index: Value, value: Any) -> Value:
     dim = norm_axis(dim, x.rank)
     shape = list(x.shape)
     shape[dim] = max(index.shape[0] if index.rank else 1, 0)
-    fill = _filled(ctx, shape, value, self.dtype)
+    fill = filled(ctx, shape, value, self.dtype)
     y = _scatter_elements(ctx, x, dim, _along(ctx, index, dim, shape), fill)
     return reshape(ctx, y, self.shape, "")
 
@@ -645,7 +646,7 @@ def bucketize(ctx, self, boundaries, out_int32=False, right=False):
 
 # ---- backward of views: the gradient scattered into zeros ------------------------------------
 def _zeros(ctx, shape: Sequence[int], dtype: torch.dtype) -> Value:
-    return _filled(ctx, shape, 0, dtype)
+    return filled(ctx, shape, 0, dtype)
 
 
 @register(aten.slice_backward.default, dynamic=False)

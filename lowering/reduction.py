@@ -21,7 +21,7 @@ from npu_inductor.ge.ir import DYNAMIC_DIM, Value
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.elementwise import need_dtype, pointwise, select, supports, to_bool
 from npu_inductor.lowering.helpers import as_value, cast, int_list, norm_axes, norm_axis
-from npu_inductor.lowering.index import sorted_along
+from npu_inductor.lowering.index import filled, sorted_along
 from npu_inductor.lowering.registry import register
 from npu_inductor.lowering.shape import move, reshape, static_dims, strided_slice
 
@@ -356,3 +356,68 @@ register(aten.median.dim, capability=_MEDIAN_CAP, dynamic=False)(_median_dim(Fal
 register(aten.nanmedian.dim, capability=_MEDIAN_CAP, dynamic=False)(_median_dim(True))
 register(aten.median.default, capability=_MEDIAN_CAP, dynamic=False)(_median_all(False))
 register(aten.nanmedian.default, capability=_MEDIAN_CAP, dynamic=False)(_median_all(True))
+
+
+# ---- histc --------------------------------------------------------------------------------
+# torch CPU's histc (HistogramKernel.cpp, LINEAR_INTERPOLATION): an element x in
+# [left, right] goes to bin trunc((x - left) * bins / (right - left)), each step rounded in
+# x's dtype, the last bin closed; others (and NaN) are skipped. Counts accumulate in that
+# dtype too, so they are exact only while a bin can hold every element.
+_EXACT_COUNT = {torch.float16: 2048, torch.bfloat16: 256, torch.float32: 2 ** 24,
+                torch.float64: 2 ** 53}
+
+
+def _histc_ok(node: torch.fx.Node) -> str | None:
+    x = node.args[0].meta["val"]
+    lo, hi = (node.kwargs.get(k, node.args[i] if len(node.args) > i else 0)
+              for i, k in ((2, "min"), (3, "max")))
+    if x.dtype not in _EXACT_COUNT:
+        return f"histc of {x.dtype}"
+    if x.numel() > _EXACT_COUNT[x.dtype]:
+        return f"histc counts of {x.numel()} elements are inexact in {x.dtype}"
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+        return "histc range that eager rejects"
+    return None
+
+
+def _histc_range(ctx: LoweringContext, x: Value, lo: float, hi: float) -> tuple[Value, Value]:
+    """(left, right) edges as 0-d ``x.dtype`` values: min/max of the data when lo == hi, and
+    widened by 1 either way when they are still equal."""
+    if lo != hi:
+        return ctx.const(lo, x.dtype, "left"), ctx.const(hi, x.dtype, "right")
+    left = reduce(ctx, "ReduceMin", x, [0], False, x.dtype, suffix="data_min")
+    right = reduce(ctx, "ReduceMax", x, [0], False, x.dtype, suffix="data_max")
+    same = pointwise(ctx, "Equal", [left, right], x.dtype, y_dtype=torch.bool, suffix="same")
+    return (select(ctx, same, pointwise(ctx, "Sub", [left, 1], x.dtype, suffix="left_m1"),
+                   left, x.dtype, suffix="left"),
+            select(ctx, same, pointwise(ctx, "Add", [right, 1], x.dtype, suffix="right_p1"),
+                   right, x.dtype, suffix="right"))
+
+
+@register(aten.histc.default, capability=_histc_ok, dynamic=False)
+def histc(ctx, self, bins=100, min=0, max=0):
+    """histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor"""
+    static_dims(ctx, self)
+    n, dtype = math.prod(self.shape), self.dtype
+    if n == 0:
+        return filled(ctx, (bins,), 0, dtype)
+    x = reshape(ctx, self, (n,), "flat")
+    left, right = _histc_range(ctx, x, float(min), float(max))
+    offset = pointwise(ctx, "Sub", [x, left], dtype, suffix="offset")
+    scaled = pointwise(ctx, "Mul", [offset, bins], dtype, suffix="scaled")
+    width = pointwise(ctx, "Sub", [right, left], dtype, suffix="width")
+    ratio = pointwise(ctx, "RealDiv", [scaled, width], dtype, suffix="ratio")
+    pos = pointwise(ctx, "Minimum", [cast(ctx, ratio, torch.int64), bins - 1], torch.int64,
+                    suffix="bin")
+    inside = ctx.op("LogicalAnd", [
+        pointwise(ctx, "GreaterEqual", [x, left], dtype, y_dtype=torch.bool, suffix="ge"),
+        pointwise(ctx, "LessEqual", [x, right], dtype, y_dtype=torch.bool, suffix="le")],
+        out=(torch.bool, (n,)), suffix="inside")
+    # skipped elements land in a spare bin ``bins``, dropped afterwards
+    target = reshape(ctx, select(ctx, inside, pos, bins, torch.int64, suffix="target"), (n, 1),
+                     "nd")
+    counts = ctx.op("ScatterNonAliasingAdd", [filled(ctx, (bins + 1,), 0, torch.int32), target,
+                                              filled(ctx, (n,), 1, torch.int32)],
+                    out=(torch.int32, (bins + 1,)), suffix="count")
+    counts = strided_slice(ctx, counts, [0], [0], [bins], [1], suffix="drop_spare")
+    return cast(ctx, counts, dtype)

@@ -1,6 +1,7 @@
 """Order statistics and miscellaneous converters closed from the OpInfo sweep: median /
 nanmedian (reduction.py), scatter_reduce / index_reduce amax, amin, mean, prod (index.py),
-vector norms with ord=0, compiled with fallback="error" vs eager, indices included."""
+vector norms with ord=0, histc (reduction.py); compiled with fallback="error" vs eager,
+indices included."""
 
 from __future__ import annotations
 
@@ -128,3 +129,30 @@ def test_norm_ord0(dtype):
     check(lambda t: (torch.linalg.vector_norm(t, 0),
                      torch.linalg.vector_norm(t, 0, dim=(0, 2), keepdim=True),
                      t.norm(0, dim=1), torch.dist(t, t.flip(0), 0)), x, ge="NotEqual")
+
+
+# ---- histc ----------------------------------------------------------------------------------
+HISTC_ARGS = [dict(bins=7, min=-3, max=3), dict(bins=12, min=-3, max=3), dict(bins=100),
+              dict(bins=3, min=0.1, max=2.7), dict(bins=10, min=2, max=2)]
+
+
+@pytest.mark.parametrize("kwargs", HISTC_ARGS, ids=str)
+@pytest.mark.parametrize("dtype", [F32, F16, BF16, torch.float64])
+def test_histc(dtype, kwargs):
+    """Elements on bin edges, outside the range, and a data-derived range (min == max)."""
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randint(-12, 13, (200,), generator=g) / 4).to(dtype)
+    x[:3] = torch.tensor([-10, 10, 0.3333])
+    check(lambda t: torch.histc(t, **kwargs), x, ge="ScatterNonAliasingAdd", rtol=0, atol=0)
+
+
+def test_histc_constant_and_empty():
+    check(lambda t: torch.histc(t, bins=4), torch.full((5,), 3.0), rtol=0, atol=0)
+    check(lambda t: torch.histc(t.reshape(2, 0), bins=4, min=0, max=1), torch.ones(0),
+          rtol=0, atol=0)
+
+
+def test_histc_too_many_bf16_elements_falls_back():
+    with pytest.raises(Exception, match="histc"):
+        torch.compile(lambda t: torch.histc(t, bins=4), backend="npu",
+                      options=STRICT)(torch.randn(300).to(BF16))
