@@ -202,26 +202,32 @@ class HostModel:
     # ---- execution ---------------------------------------------------------------------------
     def execute(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """Run the graph; returns fresh output tensors (never views of the workspace)."""
-        with torch.no_grad():  # a device runs plain kernels (and out= rejects autograd)
-            if self.plan is None or self.allocator is None:
-                return self._run(inputs, {}, None)
-            size = self.plan.workspace_bytes
-            addr = self.allocator.malloc(size)
-            try:
-                ws = self.allocator.tensor(addr, size)
-                return self._run(inputs, self._workspace_views(addr, ws), ws)
-            finally:
-                self.allocator.free(addr)
+        if torch.is_grad_enabled():  # a device runs plain kernels (out= rejects autograd)
+            with torch.no_grad():
+                return self._execute(inputs)
+        return self._execute(inputs)
 
-    def _workspace_views(self, addr: int, ws: torch.Tensor) -> dict[int, torch.Tensor]:
+    def _execute(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        if self.plan is None or self.allocator is None:
+            return self._run(inputs, {}, None)
+        addr = self.allocator.malloc(self.plan.workspace_bytes)
+        try:
+            return self._run(inputs, *self._workspace_views(addr))
+        finally:
+            self.allocator.free(addr)
+
+    def _workspace_views(self, addr: int) -> tuple[dict[int, torch.Tensor], torch.Tensor]:
+        """The planned tensors' views into the workspace at ``addr`` (made once per address:
+        the caching allocator hands a model the same block call after call)."""
         key = (addr, getattr(self.allocator, "generation", 0))
         if self._views is None or self._views[0] != key:
             plan = self.plan
+            ws = self.allocator.tensor(addr, plan.workspace_bytes)
             sigs = {s: g for st in self.steps for s, g in zip(st.outs, st.sigs)}
             views = {s: ws[off:off + plan.nbytes[s]].view(sigs[s][0]).view(sigs[s][1])
                      for s, off in plan.offsets.items()}
-            self._views = (key, views)
-        return self._views[1]
+            self._views = (key, views, ws)
+        return self._views[1], self._views[2]
 
     def _run(self, inputs: Sequence[torch.Tensor], views: dict[int, torch.Tensor],
              ws: torch.Tensor | None) -> list[torch.Tensor]:

@@ -152,10 +152,34 @@ def test_executor_source_targets_acl_api():
     acl = executor_source(g, "acl")
     for src in (host, acl):
         compile(src, "<executor>", "exec")  # valid Python despite the odd graph name
-        assert "acl.mdl.execute(self.model_id, in_ds, out_ds)" in src
+        assert "acl.mdl.execute(self.model_id, self.in_ds, self.out_ds)" in src
         assert "acl.mdl.add_dataset_buffer" in src and "acl.create_data_buffer" in src
+        assert "acl.update_data_buffer" in src and "acl.destroy_data_buffer" in src
     assert "acl.util.bytes_to_ptr(model_bytes)" in acl
     assert "dev.release(p)" in acl and "dev.release(p)" not in host
+
+
+def test_executor_rebinds_inputs_across_calls():
+    """Datasets persist across calls: new tensors, in-place updates of the same tensor and
+    non-contiguous inputs are all seen by the next call."""
+    torch._dynamo.reset()
+    w = torch.randn(4, 4)
+
+    def fn(x, w):
+        return torch.relu(x @ w) + 1
+
+    compiled = torch.compile(fn, backend="npu")
+    for _ in range(2):
+        x = torch.randn(3, 4)
+        torch.testing.assert_close(compiled(x, w), fn(x, w))
+        x.mul_(-2)  # same object, new values
+        torch.testing.assert_close(compiled(x, w), fn(x, w))
+    w.add_(1)  # a weight updated in place between calls
+    torch.testing.assert_close(compiled(x, w), fn(x, w))
+    wt = torch.randn(4, 4).t()  # non-contiguous: bound through a contiguous copy
+    torch.testing.assert_close(compiled(x, wt), fn(x, wt))
+    wt.add_(1)
+    torch.testing.assert_close(compiled(x, wt), fn(x, wt))
 
 
 def test_atc_script_argument_forms(tmp_path):
