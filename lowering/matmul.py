@@ -3,15 +3,17 @@ MatMulV2 / BatchMatMulV2 (vectors run as one-column matrices)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
 
 from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.context import LoweringContext
-from npu_inductor.lowering.helpers import int_list
+from npu_inductor.lowering.helpers import broadcast_shape, int_list
+from npu_inductor.lowering.reduction import reduce
 from npu_inductor.lowering.registry import register
-from npu_inductor.lowering.shape import static_dims
+from npu_inductor.lowering.shape import reshape, static_dims, transpose
 
 aten = torch.ops.aten
 
@@ -109,3 +111,75 @@ def dot(ctx, self, tensor):
     col = _reshape(ctx, tensor, (tensor.shape[0], 1), "col")
     prod = ctx.op("MatMulV2", [row, col], out=(self.dtype, (1, 1)), suffix="mm")
     return _reshape(ctx, prod, (), "scalar")
+
+
+# ---- _trilinear (nn.functional.bilinear) ----------------------------------------------------
+def _sumproduct_pair(ctx: LoweringContext, left: Value, right: Value,
+                     sum_dims: Sequence[int]) -> Value:
+    """``(left * right).sum(sum_dims, keepdim=True)`` for equal-rank operands as one
+    BatchMatMulV2, as torch's ``sumproduct_pair`` computes it: dims in both operands batch,
+    dims in one only are rows / columns, summed dims are the contraction."""
+    if not sum_dims:
+        return ctx.op("Mul", [left, right], out=(left.dtype, broadcast_shape(left.shape,
+                                                                            right.shape)),
+                      suffix="mul")
+    lro, lo, ro, summed = [], [], [], []
+    for i in range(left.rank):
+        sl, sr = left.shape[i] != 1, right.shape[i] != 1
+        if i in sum_dims:
+            if sl and sr:
+                summed.append(i)
+            elif sl:  # in one operand only: summed right away
+                left = reduce(ctx, "ReduceSum", left, [i], True, left.dtype, suffix=f"sum{i}")
+            elif sr:
+                right = reduce(ctx, "ReduceSum", right, [i], True, right.dtype,
+                               suffix=f"sum{i}")
+        elif sl and sr:
+            lro.append(i)
+        elif sl:
+            lo.append(i)
+        else:
+            ro.append(i)
+    ones = [i for i in sum_dims if i not in summed]
+    size = lambda v, dims: math.prod(v.shape[d] for d in dims)  # noqa: E731
+    b, m, k, n = size(left, lro), size(left, lo), size(left, summed), size(right, ro)
+    lhs = reshape(ctx, transpose(ctx, left, lro + lo + summed + ro + ones, "lperm"), (b, m, k),
+                  "lhs")
+    rhs = reshape(ctx, transpose(ctx, right, lro + summed + ro + lo + ones, "rperm"),
+                  (b, k, n), "rhs")
+    y = ctx.op("BatchMatMulV2", [lhs, rhs], out=(left.dtype, (b, m, n)), suffix="bmm")
+    order = lro + lo + summed + ones + ro
+    shape = [left.shape[d] for d in lro + lo] + [1] * (len(summed) + len(ones)) + \
+        [right.shape[d] for d in ro]
+    y = reshape(ctx, y, shape, "unflat")
+    return transpose(ctx, y, sorted(range(len(order)), key=order.__getitem__), "operm")
+
+
+def _float_matmul(node: torch.fx.Node) -> str | None:
+    dtype = node.meta["val"].dtype
+    floats = (torch.float32, torch.float16, torch.bfloat16)
+    return None if dtype in floats else f"no float BatchMatMulV2 for {dtype}"
+
+
+@register(aten._trilinear.default, capability=_float_matmul, dynamic=False)
+def trilinear(ctx, i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    """_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2,
+    int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor"""
+    # torch: sum over ``sumdim`` of i1 * i2 * i3 (each unsqueezed at its ``expand`` dims),
+    # in two sumproduct_pair steps: dims i3 lacks with (i1, i2), the rest with i3. Its loop
+    # over ``unroll_dim`` computes the same dot products, so one BatchMatMulV2 per step.
+    static_dims(ctx, i1, i2, i3)
+    total = i1.rank + len(expand1)
+    ops = [ctx.op("Unsqueeze", [v], {"axes": sorted(e)},
+                  out=(v.dtype, _unsqueezed(v.shape, e, total)), suffix=f"in{n}")
+           if e else v for n, (v, e) in enumerate(((i1, expand1), (i2, expand2), (i3, expand3)))]
+    sum12 = [i for i in sumdim if i in expand3]
+    sum23 = [i for i in sumdim if i not in expand3]
+    buf = _sumproduct_pair(ctx, ops[0], ops[1], sorted(sum12))
+    y = _sumproduct_pair(ctx, buf, ops[2], sorted(sum23))
+    return reshape(ctx, y, ctx.out_specs()[0][1], "")
+
+
+def _unsqueezed(shape: Sequence[int], axes: Sequence[int], rank: int) -> tuple[int, ...]:
+    dims = iter(shape)
+    return tuple(1 if i in axes else next(dims) for i in range(rank))

@@ -1,13 +1,12 @@
-"""Order statistics and miscellaneous converters closed from the OpInfo sweep: median /
-nanmedian (reduction.py), scatter_reduce / index_reduce amax, amin, mean, prod (index.py),
-vector norms with ord=0, histc (reduction.py); compiled with fallback="error" vs eager,
-indices included."""
+"""Converters closed from the OpInfo sweep, compiled with fallback="error" vs eager:
+median / nanmedian, ord=0 norms, histc (reduction.py); scatter_reduce / index_reduce
+amax, amin, mean, prod (index.py); _trilinear (matmul.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from harness import STRICT, ge_op_types, record_graphs
+from harness import STRICT, check_grad, ge_op_types, record_graphs
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
@@ -156,3 +155,30 @@ def test_histc_too_many_bf16_elements_falls_back():
     with pytest.raises(Exception, match="histc"):
         torch.compile(lambda t: torch.histc(t, bins=4), backend="npu",
                       options=STRICT)(torch.randn(300).to(BF16))
+
+
+# ---- _trilinear (nn.functional.bilinear) ----------------------------------------------------
+@pytest.mark.parametrize("dtype", [F32, F16, BF16])
+def test_bilinear(dtype):
+    g = torch.Generator().manual_seed(0)
+    x1, x2 = torch.randn(8, 5, generator=g).to(dtype), torch.randn(8, 7, generator=g).to(dtype)
+    w, b = torch.randn(4, 5, 7, generator=g).to(dtype), torch.randn(4, generator=g).to(dtype)
+    rtol, atol = TOLERANCES.get(dtype, (1e-5, 1e-5))
+    f = torch.nn.functional.bilinear
+    check(lambda a, c, w, b: (f(a, c, w, b), f(a, c, w), f(a.reshape(2, 4, 5),
+                                                         c.reshape(2, 4, 7), w, b)),
+          x1, x2, w, b, ge="BatchMatMulV2", rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("sumdim", [[1], [1, 2], [], [0, 1, 2]])
+def test_trilinear_patterns(sumdim):
+    g = torch.Generator().manual_seed(1)
+    a, b, c = (torch.randn(s, generator=g) for s in ((3, 4), (4, 5), (3, 5)))
+    check(lambda a, b, c: torch.ops.aten._trilinear(a, b, c, [2], [0], [1], sumdim), a, b, c)
+
+
+def test_bilinear_grad():
+    g = torch.Generator().manual_seed(2)
+    check_grad(torch.nn.functional.bilinear, torch.randn(6, 5, generator=g),
+               torch.randn(6, 7, generator=g), torch.randn(3, 5, 7, generator=g),
+               torch.randn(3, generator=g))
