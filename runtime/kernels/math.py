@@ -8,7 +8,7 @@ from npu_inductor.runtime.kernels import kernel
 
 
 def _t(x, flag):
-    return x.transpose(-1, -2) if flag else x
+    return x.mT if flag else x
 
 
 @kernel("MatMulV2", "MatMul", out=True)

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from npu_inductor.ge.dtypes import from_cpp
-from npu_inductor.runtime.kernels import kernel
+from npu_inductor.runtime.kernels import as_list, kernel
 
 aten = torch.ops.aten
 REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
@@ -169,10 +169,11 @@ def reduce_log_sum_exp(x, axes, keep_dims=False):
 
 
 # ---- embedding ------------------------------------------------------------------------
-@kernel("GatherV2", out=True)
+@kernel("GatherV2", out=True, const_inputs=(2,))
 def gather_v2(x, indices, axis, batch_dims=0, is_preprocessed=False,
               negative_index_support=False, out=None):
-    a = int(axis) % x.dim()
+    a = axis if isinstance(axis, int) else as_list(axis)  # pre-decoded Const: int or list
+    a = (a[0] if isinstance(a, list) else a) % x.dim()
     flat = indices.reshape(-1).long()
     if negative_index_support:
         flat = torch.where(flat < 0, flat + x.shape[a], flat)
