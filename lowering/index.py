@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from npu_inductor.ge.ir import Value
+from npu_inductor.lowering.elementwise import to_bool
 from npu_inductor.lowering.helpers import broadcast_shape, cast, int_list, norm_axis, promote
 from npu_inductor.lowering.registry import register
 from npu_inductor.lowering.shape import (
@@ -521,6 +522,53 @@ def masked_scatter(ctx, self, mask, source):
     x = broadcast_to(ctx, self, shape, "self")
     m = broadcast_to(ctx, mask, shape, "mask")
     return move(ctx, "MaskedScatter", [x, m, cast(ctx, source, self.dtype)], data=(0, 2))
+
+
+def _nonzero_static_ok(node: torch.fx.Node) -> str | None:
+    return "nonzero_static of complex" if node.args[0].meta["val"].is_complex() else None
+
+
+@register(aten.nonzero_static.default, capability=_nonzero_static_ok, dynamic=False)
+def nonzero_static(ctx, self, size, fill_value=-1):
+    """nonzero_static(Tensor self, *, SymInt size, int fill_value=-1) -> Tensor"""
+    # No GE op has a fixed-size nonzero: the k-th nonzero (row-major) is the element with k
+    # nonzeros before it (exclusive Cumsum), so its coordinates scatter into row k; the
+    # rest (and nonzeros past ``size``) go to a spare row, dropped with the fill rows kept.
+    static_dims(ctx, self)
+    n, rank = math.prod(self.shape), self.rank
+    if n == 0 or rank == 0 or size == 0:  # nothing to scatter (0-d: rows of no coordinates)
+        return filled(ctx, (size, rank), fill_value, torch.int64)
+    out = filled(ctx, (size + 1, rank), fill_value, torch.int64)
+    flags = cast(ctx, to_bool(ctx, reshape(ctx, self, (n,), "flat")), torch.int64)
+    before = ctx.op("Cumsum", [flags, dim_const(ctx, 0)], {"exclusive": True},
+                    out=(torch.int64, (n,)), suffix="rank")
+    kept = ctx.op("Less", [before, ctx.const(size, torch.int64, "size")],
+                  out=(torch.bool, (n,)), suffix="kept")
+    picked = ctx.op("LogicalAnd", [to_bool(ctx, flags), kept], out=(torch.bool, (n,)),
+                    suffix="picked")
+    spare = ctx.const(size, torch.int64, "spare")
+    row = ctx.op("SelectV2", [picked, before, spare], out=(torch.int64, (n,)), suffix="row")
+    y = move(ctx, "TensorScatterUpdate", [out, reshape(ctx, row, (n, 1), "nd"),
+                                          _coordinates(ctx, self.shape)],
+             out=(torch.int64, (size + 1, rank)), data=(0, 2), suffix="scatter")
+    return strided_slice(ctx, y, [0], [0], [size], [1], suffix="rows")
+
+
+def _coordinates(ctx, shape: Sequence[int]) -> Value:
+    """``(numel, rank)`` int64 row-major coordinates of every element of ``shape``."""
+    n = math.prod(shape)
+    flat = ctx.op("Range", [ctx.const(0, torch.int64, "start"), ctx.const(n, torch.int64, "n"),
+                            ctx.const(1, torch.int64, "delta")],
+                  out=(torch.int64, (n,)), suffix="positions")
+    parts, stride = [], n
+    for d in shape:
+        stride //= d
+        q = ctx.op("FloorDiv", [flat, ctx.const(stride, torch.int64, "stride")],
+                   out=(torch.int64, (n,)), suffix="coord_div")
+        parts.append(ctx.op("FloorMod", [q, ctx.const(d, torch.int64, "extent")],
+                            out=(torch.int64, (n,)), suffix="coord"))
+    return ctx.op("Pack", [parts], {"axis": 1, "N": len(parts)},
+                  out=(torch.int64, (n, len(parts))), suffix="coords")
 
 
 # ---- sort / topk -----------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Converters closed from the OpInfo sweep, compiled with fallback="error" vs eager:
 median / nanmedian, ord=0 norms, histc (reduction.py); scatter_reduce / index_reduce
-amax, amin, mean, prod (index.py); _trilinear (matmul.py)."""
+amax, amin, mean, prod, nonzero_static (index.py); _trilinear (matmul.py)."""
 
 from __future__ import annotations
 
@@ -182,3 +182,21 @@ def test_bilinear_grad():
     check_grad(torch.nn.functional.bilinear, torch.randn(6, 5, generator=g),
                torch.randn(6, 7, generator=g), torch.randn(3, 5, 7, generator=g),
                torch.randn(3, generator=g))
+
+
+# ---- nonzero_static ---------------------------------------------------------------------------
+@pytest.mark.parametrize("size", [0, 3, 7, 40])
+@pytest.mark.parametrize("dtype", [F32, BF16, torch.int64, torch.uint8, torch.bool])
+def test_nonzero_static(dtype, size):
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(4, 6, generator=g) > 0.3).to(dtype)
+    check(lambda t: (torch.nonzero_static(t, size=size, fill_value=-7),
+                     torch.nonzero_static(t.reshape(2, 3, 4), size=size)), x,
+          ge="TensorScatterUpdate" if size else ())
+
+
+def test_nonzero_static_nan_0d_and_empty():
+    x = torch.tensor([0.0, float("nan"), 0.0, 2.0])
+    check(lambda t: torch.nonzero_static(t, size=3), x, ge="TensorScatterUpdate")
+    check(lambda t: (torch.nonzero_static(t[1], size=2), torch.nonzero_static(t[:0], size=2)),
+          x)
