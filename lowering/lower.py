@@ -89,7 +89,9 @@ def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
             position = len(placeholders)
             placeholders[node] = position
             val = node.meta.get("val")
-            if isinstance(val, torch.Tensor) and node.users:  # frozen params have none
+            if _effect_token(node):  # AOTAutograd passes None: no data, not a graph input
+                env[node] = builder.const(torch.empty(0), node.name)
+            elif isinstance(val, torch.Tensor) and node.users:  # frozen params have none
                 data_inputs.append(position)
                 env[node] = builder.data(val.dtype, static_shape(val.shape), node.name)
             elif isinstance(val, torch.SymInt) and node.users:  # a size: 0-d int64 input
@@ -106,6 +108,13 @@ def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
         else:
             env[node] = _lower_or_stand_in(ctx, node, env, failures)
     return LoweredGraph(builder.build(), tuple(data_inputs), outputs)
+
+
+def _effect_token(node: torch.fx.Node) -> bool:
+    """A placeholder that only threads ``with_effects`` ordering (an effect token)."""
+    return bool(node.users) and all(
+        u.target is torch.ops.higher_order.with_effects and u.args[0] is node
+        for u in node.users)
 
 
 def _lower_node(ctx: LoweringContext, node: torch.fx.Node, env: dict) -> Any:

@@ -151,13 +151,16 @@ class GraphBuilder:
         return Value(op.name, 0, t.dtype, tuple(t.shape))
 
     def op(self, op_type: str, name: str, inputs: Sequence[Value | Sequence[Value] | None],
-           attrs: dict[str, Any] | None = None, outputs: Sequence[OutSpec] = ()) -> tuple[Value, ...]:
+           attrs: dict[str, Any] | None = None, outputs: Sequence[OutSpec] = (),
+           control: Sequence[str] = ()) -> tuple[Value, ...]:
         """Add one op. ``inputs`` follow the prototype's input order; a dynamic input takes a
-        list; ``None`` (or a missing trailing input) leaves an optional input unfed."""
+        list; ``None`` (or a missing trailing input) leaves an optional input unfed.
+        ``control`` names ops that must run first (control edges, e.g. an ``Assert``)."""
         spec = op_specs.get_spec(op_type)
         attrs = dict(attrs or {})
         op_specs.check_attrs(spec, attrs)
         edges, descs = self._wire_inputs(spec, list(inputs))
+        edges += [f"{c}:-1" for c in control]
         typed = {k: Attr(spec.attrs[k].type, _freeze(v)) for k, v in sorted(attrs.items())}
         out_descs = self._out_descs(spec, outputs)
         node = OpNode(self.unique(name), op_type, tuple(edges), typed, tuple(descs), out_descs)
@@ -202,6 +205,11 @@ class GraphBuilder:
             names = [p.name for p in ports]
         return tuple(TensorDesc(n, dt, tuple(int(d) for d in shape))
                      for n, (dt, shape) in zip(names, outputs))
+
+    @property
+    def last_op(self) -> str:
+        """The name of the op added last (the source of a control edge)."""
+        return self._ops[-1].name
 
     def output(self, values: Sequence[Value]) -> None:
         if self._has_output:

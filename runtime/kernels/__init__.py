@@ -48,3 +48,4 @@ from npu_inductor.runtime.kernels import activation, reduction  # noqa: E402,F40
 from npu_inductor.runtime.kernels import fused  # noqa: E402,F401
 from npu_inductor.runtime.kernels import symbolic  # noqa: E402,F401
 from npu_inductor.runtime.kernels import spectral  # noqa: E402,F401
+from npu_inductor.runtime.kernels import linalg  # noqa: E402,F401

@@ -1,0 +1,240 @@
+"""Linear-algebra converters: compiled with fallback="error" vs eager, batched and unbatched;
+backward graphs; error checks (singular / not positive-definite inputs raise); refusals."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from harness import STRICT, check_ge_ops, check_grad
+
+from npu_inductor.compile_fx import record_reports
+from npu_inductor.ge import format_graph
+from npu_inductor.runtime.host_model import HostExecutionError
+
+linalg = torch.linalg
+# Factorizations and solves of well-conditioned 4x4..5x5 matrices: a few ulps times the
+# condition number; eager and GE run the same LAPACK routines, so this is loose.
+TOL = {"rtol": 1e-5, "atol": 1e-5}
+SHAPES = [(4, 4), (2, 3, 4, 4)]  # unbatched, batched
+
+
+def spd(*shape: int) -> torch.Tensor:
+    a = torch.randn(*shape)
+    return a @ a.mT + shape[-1] * torch.eye(shape[-1])
+
+
+def wellcond(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape) + shape[-1] * torch.eye(shape[-1])
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+# ---- forward, batched and unbatched -----------------------------------------------------------
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("full", [False, True])
+def test_svd(shape, full):
+    a = torch.randn(*shape[:-1], shape[-1] + 1)
+    check_ge_ops(lambda x: linalg.svd(x, full_matrices=full), a, ge="Svd", **TOL)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_svdvals_and_matrix_norms(shape):
+    a = torch.randn(shape)
+    check_ge_ops(linalg.svdvals, a, ge="Svd", **TOL)
+    check_ge_ops(lambda x: linalg.matrix_norm(x, "nuc"), a, ge="Svd", **TOL)
+    check_ge_ops(linalg.cond, a, ge="Svd", **TOL)
+    check_ge_ops(linalg.matrix_rank, a, ge="Svd")
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_inverse(shape):
+    graphs = check_ge_ops(linalg.inv, wellcond(*shape), ge=("MatrixInverse", "Assert"), **TOL)
+    check_ge_ops(linalg.inv_ex, wellcond(*shape), ge="MatrixInverse", **TOL)
+    text = format_graph(graphs[0].lowered.graph)
+    assert "^%" in text  # the Assert reaches the output through a control edge
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("left", [True, False])
+def test_solve(shape, left):
+    a, b = wellcond(*shape), torch.randn(*shape[:-1], 3) if left else torch.randn(3, shape[-1])
+    check_ge_ops(lambda x, y: linalg.solve(x, y, left=left), a, b, ge="MatrixSolve", **TOL)
+    check_ge_ops(lambda x, y: linalg.solve_ex(x, y, left=left), a, b, ge="MatrixSolve", **TOL)
+
+
+def test_solve_vector_rhs_and_broadcast():
+    a = wellcond(2, 4, 4)
+    check_ge_ops(linalg.solve, a, torch.randn(4), ge="MatrixSolve", **TOL)
+    check_ge_ops(linalg.solve, a, torch.randn(2, 4), ge="MatrixSolve", **TOL)
+    check_ge_ops(linalg.solve, wellcond(4, 4), torch.randn(3, 4, 2), ge="MatrixSolve", **TOL)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("upper,left,unit", [(True, True, False), (False, True, True),
+                                             (True, False, False), (False, False, True)])
+def test_solve_triangular(shape, upper, left, unit):
+    a = wellcond(*shape)
+    b = torch.randn(*shape[:-1], 2) if left else torch.randn(*shape[:-2], 2, shape[-1])
+    check_ge_ops(lambda x, y: linalg.solve_triangular(x, y, upper=upper, left=left,
+                                                      unitriangular=unit),
+                 a, b, ge="MatrixTriangularSolve", **TOL)
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_triangular_solve_legacy(transpose):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.triangular_solve is deprecated
+        check_ge_ops(lambda b, a: torch.triangular_solve(b, a, upper=False, transpose=transpose),
+                     torch.randn(2, 4, 3), wellcond(2, 4, 4), ge="MatrixTriangularSolve", **TOL)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_family(shape, upper):
+    a = spd(*shape)
+    check_ge_ops(lambda x: linalg.cholesky(x, upper=upper), a, ge="Cholesky", **TOL)
+    check_ge_ops(lambda x: linalg.cholesky_ex(x, upper=upper), a, ge="Cholesky", **TOL)
+    check_ge_ops(lambda x: torch.cholesky(x, upper=upper), a, ge="Cholesky", **TOL)
+    factor = linalg.cholesky(a, upper=upper)
+    check_ge_ops(lambda f: torch.cholesky_inverse(f, upper=upper), factor,
+                 ge="MatrixTriangularSolve", **TOL)
+    check_ge_ops(lambda b, f: torch.cholesky_solve(b, f, upper=upper),
+                 torch.randn(*shape[:-1], 2), factor, ge="MatrixTriangularSolve", **TOL)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_determinants(shape):
+    a = wellcond(*shape)
+    check_ge_ops(linalg.det, a, ge="MatrixDeterminant", **TOL)
+    check_ge_ops(linalg.slogdet, a, ge="Slogdet", **TOL)
+    check_ge_ops(torch.logdet, spd(*shape), ge="Slogdet", **TOL)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_eigh_lower(shape):
+    a = spd(*shape)
+    check_ge_ops(linalg.eigh, a, ge="SelfAdjointEig", **TOL)
+    check_ge_ops(linalg.eigvalsh, a, ge="SelfAdjointEig", **TOL)
+    check_ge_ops(lambda x: linalg.eigvalsh(x, UPLO="U"), torch.randn(shape), ge="SelfAdjointEig",
+                 **TOL)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (2, 3, 5)])
+@pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
+def test_qr(shape, mode):
+    check_ge_ops(lambda x: linalg.qr(x, mode=mode), torch.randn(shape), ge="Qr", **TOL)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (2, 3, 5), (5, 3), (2, 6, 6)])
+def test_lu_factor_and_unpack(shape):
+    a = torch.randn(shape)
+    check_ge_ops(linalg.lu_factor_ex, a, ge="Lu", **TOL)
+    check_ge_ops(linalg.lu, a, ge="Lu", **TOL)
+    lu, pivots = linalg.lu_factor(a)
+    check_ge_ops(torch.lu_unpack, lu, pivots, **TOL)
+
+
+@pytest.mark.parametrize("left,adjoint", [(True, False), (True, True), (False, False),
+                                          (False, True)])
+def test_lu_solve(left, adjoint):
+    lu, pivots = linalg.lu_factor(wellcond(2, 5, 5))
+    b = torch.randn(2, 5, 3) if left else torch.randn(2, 3, 5)
+    check_ge_ops(lambda x, p, y: linalg.lu_solve(x, p, y, left=left, adjoint=adjoint),
+                 lu, pivots, b, ge="MatrixTriangularSolve", **TOL)
+
+
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_pinv(hermitian):
+    a = spd(2, 4, 4) if hermitian else torch.randn(2, 4, 3)
+    check_ge_ops(lambda x: linalg.pinv(x, hermitian=hermitian), a,
+                 ge="SelfAdjointEig" if hermitian else "Pinverse", **TOL)
+    check_ge_ops(lambda x: linalg.pinv(x, atol=0.1, rtol=0.01, hermitian=hermitian), a,
+                 ge="SelfAdjointEig" if hermitian else "Svd", **TOL)
+    rank_deficient = torch.randn(4, 2) @ torch.randn(2, 3)
+    check_ge_ops(torch.pinverse, rank_deficient, ge="Svd", **TOL)  # rcond: a tensor rtol
+
+
+# ---- backward graphs lower too ----------------------------------------------------------------
+@pytest.mark.parametrize("name", ["inv", "solve", "cholesky", "svdvals", "det", "slogdet",
+                                  "pinv", "eigvalsh", "lu_factor"])
+def test_grad(name):
+    cases = {
+        "inv": (linalg.inv, spd(2, 4, 4)),
+        "solve": (linalg.solve, spd(2, 4, 4), torch.randn(2, 4, 3)),
+        "cholesky": (linalg.cholesky, spd(2, 4, 4)),
+        "svdvals": (linalg.svdvals, torch.randn(2, 4, 3)),
+        "det": (linalg.det, spd(3, 3)),
+        "slogdet": (lambda a: linalg.slogdet(a)[1], spd(3, 3)),
+        "pinv": (linalg.pinv, torch.randn(4, 3)),
+        "eigvalsh": (linalg.eigvalsh, spd(4, 4)),
+        "lu_factor": (lambda a: linalg.lu_factor(a)[0], torch.randn(4, 4)),
+    }
+    fn, *inputs = cases[name]
+    check_grad(fn, *inputs)
+
+
+# ---- errors: never a silent wrong answer -------------------------------------------------------
+def _compiled(fn):
+    torch._dynamo.reset()
+    return torch.compile(fn, backend="npu", options=STRICT)
+
+
+def test_singular_inverse_raises():
+    with pytest.raises(HostExecutionError, match="MatrixInverse.*not invertible"):
+        _compiled(linalg.inv)(torch.ones(3, 3))
+
+
+def test_singular_solve_raises():
+    with pytest.raises(HostExecutionError, match="MatrixSolve.*not invertible"):
+        _compiled(linalg.solve)(torch.ones(3, 3), torch.randn(3, 1))
+
+
+def test_not_positive_definite_cholesky_raises():
+    with pytest.raises(HostExecutionError, match="Cholesky.*not positive-definite"):
+        _compiled(linalg.cholesky)(-torch.eye(3))
+
+
+def test_singular_lu_factor_raises_through_assert():
+    """GE's Lu factors a singular matrix (as eager's lu_factor_ex does); lu_factor's error
+    check is the GE Assert on ``info``."""
+    a = torch.tensor([[1.0, 2.0], [2.0, 4.0]])
+    with pytest.raises(HostExecutionError, match="Assert"):
+        _compiled(linalg.lu_factor)(a)
+    check_ge_ops(linalg.lu_factor_ex, a, ge="Lu")  # info == 2, like eager
+    assert int(_compiled(linalg.lu_factor_ex)(a).info) == 2
+
+
+def test_info_is_zero_on_success():
+    for fn, a in [(linalg.inv_ex, wellcond(2, 3, 3)), (linalg.cholesky_ex, spd(2, 3, 3)),
+                  (linalg.lu_factor_ex, torch.randn(2, 3, 3))]:
+        info = _compiled(fn)(a).info
+        assert info.dtype == torch.int32 and info.shape == (2,) and not info.any()
+
+
+# ---- refusals fall back (counted), never approximate ------------------------------------------
+def _fallbacks(fn, *args) -> dict:
+    torch._dynamo.reset()
+    with warnings.catch_warnings(), record_reports() as reports:
+        warnings.simplefilter("ignore")
+        out = torch.compile(fn, backend="npu")(*args)
+    torch.testing.assert_close(out, fn(*args))
+    return {str(f.target) for r in reports for f in r.fallbacks}
+
+
+def test_eigh_upper_eigenvectors_fall_back():
+    # LAPACK's upper reduction picks other eigenvector signs than GE's lower-triangle op
+    got = _fallbacks(lambda x: linalg.eigh(x, UPLO="U"), spd(4, 4))
+    assert got == {"aten._linalg_eigh.default"}
+
+
+def test_pivots_past_the_unroll_limit_fall_back():
+    from npu_inductor.lowering.linalg import MAX_UNROLLED_ROWS
+
+    n = MAX_UNROLLED_ROWS + 1
+    assert _fallbacks(linalg.lu_factor_ex, wellcond(n, n)) == {"aten.linalg_lu_factor_ex.default"}
+    assert not _fallbacks(linalg.lu_factor_ex, wellcond(8, 8))
