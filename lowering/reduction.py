@@ -10,6 +10,7 @@ bool or integers accumulate in int64, ``mean``/``var`` are floating only.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -421,3 +422,79 @@ def histc(ctx, self, bins=100, min=0, max=0):
                     out=(torch.int32, (bins + 1,)), suffix="count")
     counts = strided_slice(ctx, counts, [0], [0], [bins], [1], suffix="drop_spare")
     return cast(ctx, counts, dtype)
+
+
+# ---- mode ---------------------------------------------------------------------------------
+# torch CPU's mode: std::sort of (value, index) pairs by value, then the first longest run
+# (so the smallest most frequent value) and the index at the run's end. std::sort is an
+# insertion sort, so stable, up to 16 elements; past that its tie order (the index) is
+# introsort's. A stable Sort reproduces it: runs from neighbour comparisons, run lengths
+# from a Cummax of run starts, the first longest run from ArgMaxV2. NaN rows are outside
+# this: std::sort's order around NaN (unordered) is its own.
+_STABLE_STD_SORT = 16
+
+
+def _mode_ok(node: torch.fx.Node) -> str | None:
+    x = node.args[0].meta["val"]
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", -1)
+    n = x.shape[dim] if x.dim() else 1
+    uses_index = any(u.target is operator.getitem and u.args[1] == 1 and u.users
+                     for u in node.users)
+    if n > _STABLE_STD_SORT and uses_index:
+        return f"mode's index over {n} > {_STABLE_STD_SORT} elements follows std::sort's order"
+    return supports("Sort")(node)
+
+
+def _shifted_differs(ctx: LoweringContext, s: Value, axis: int) -> Value:
+    """``s[i] != s[i - 1]`` along ``axis`` (length n - 1)."""
+    n = s.shape[axis]
+    head = strided_slice(ctx, s, [axis], [0], [n - 1], [1], suffix="head")
+    tail = strided_slice(ctx, s, [axis], [1], [n], [1], suffix="tail")
+    return pointwise(ctx, "NotEqual", [tail, head], s.dtype, y_dtype=torch.bool,
+                     suffix="differs")
+
+
+def _edge(ctx: LoweringContext, differs: Value, axis: int, first: bool, suffix: str) -> Value:
+    """``differs`` with a True row added at the start (run starts) or end (run ends)."""
+    shape = list(differs.shape)
+    shape[axis] = 1
+    true = filled(ctx, shape, True, torch.bool)
+    parts = [true, differs] if first else [differs, true]
+    out = list(differs.shape)
+    out[axis] += 1
+    return move(ctx, "ConcatV2", [parts, ctx.const(axis, torch.int64, "axis")], {"N": 2},
+                out=(torch.bool, tuple(out)), suffix=suffix)
+
+
+@register(aten.mode.default, capability=_mode_ok, dynamic=False)
+def mode(ctx, self, dim=-1, keepdim=False):
+    """mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
+    static_dims(ctx, self)
+    x = reshape(ctx, self, (1,), "lift") if self.rank == 0 else self
+    axis = norm_axis(dim, x.rank)
+    n, kept = x.shape[axis], reduced_shape(x.shape, [axis], True)
+    values, perm = sorted_along(ctx, x, axis, descending=False, stable=True)
+    if n == 1:
+        best = filled(ctx, kept, 0, torch.int64)
+    else:
+        differs = _shifted_differs(ctx, values, axis)
+        lifted = [1] * x.rank
+        lifted[axis] = n
+        pos = reshape(ctx, ctx.const(torch.arange(n), torch.int64, "pos"), lifted, "pos_lift")
+        pos = ctx.op("BroadcastTo", [pos, int_list(ctx, x.shape)], out=(torch.int64, x.shape),
+                     suffix="pos_spread")
+        starts = select(ctx, _edge(ctx, differs, axis, True, "starts"), pos, 0, torch.int64,
+                        suffix="start_pos")
+        start, _ = ctx.op("Cummax", [starts], {"dim": axis},
+                          out=[(torch.int64, x.shape), (torch.int64, x.shape)],
+                          suffix="run_start")
+        length = pointwise(ctx, "Add", [pointwise(ctx, "Sub", [pos, start], torch.int64,
+                                                  suffix="offset"), 1], torch.int64,
+                           suffix="length")
+        runs = select(ctx, _edge(ctx, differs, axis, False, "ends"), length, 0, torch.int64,
+                      suffix="run_length")
+        best = reshape(ctx, arg_reduce(ctx, "ArgMaxV2", runs, axis, False, suffix="best"),
+                       kept, "best_keep")
+    picked = [_take(ctx, values, best, axis, "value"), _take(ctx, perm, best, axis, "index")]
+    shape = (kept if keepdim else reduced_shape(x.shape, [axis], False)) if self.rank else ()
+    return tuple(reshape(ctx, v, shape, s) for v, s in zip(picked, ("values", "indices")))

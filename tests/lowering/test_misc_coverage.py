@@ -1,5 +1,5 @@
 """Converters closed from the OpInfo sweep, compiled with fallback="error" vs eager:
-median / nanmedian, ord=0 norms, histc (reduction.py); scatter_reduce / index_reduce
+median / nanmedian, mode, ord=0 norms, histc (reduction.py); scatter_reduce / index_reduce
 amax, amin, mean, prod, nonzero_static (index.py); _trilinear (matmul.py)."""
 
 from __future__ import annotations
@@ -64,6 +64,29 @@ def test_median_float64_falls_back():
     x = torch.randn(4, 5, dtype=torch.float64)
     with pytest.raises(Exception, match="median"):
         torch.compile(lambda t: t.median(1), backend="npu", options=STRICT)(x)
+
+
+# ---- mode ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [F32, F16, BF16, *INTS, torch.bool])
+@pytest.mark.parametrize("shape,dim", [((6, 9), 1), ((6, 9), 0), ((3, 4, 16), -1), ((1,), 0),
+                                       ((5, 1), 1)])
+def test_mode(dtype, shape, dim):
+    """Few distinct values, so several share the top count (the smallest wins, and the
+    index is its last occurrence: std::sort is an insertion sort up to 16 elements)."""
+    x = torch.randint(0, 4, shape, generator=torch.Generator().manual_seed(0)).to(dtype)
+    check(lambda t: (t.mode(dim), t.mode(dim, keepdim=True)), x, ge="Sort", rtol=0, atol=0)
+
+
+def test_mode_values_of_long_rows_and_0d():
+    x = torch.randint(0, 4, (4, 40), generator=torch.Generator().manual_seed(1)).float()
+    check(lambda t: t.mode(1).values, x, ge="ArgMaxV2", rtol=0, atol=0)
+    check(lambda t: t.mode(), torch.tensor(3.0), rtol=0, atol=0)
+
+
+def test_mode_index_of_long_rows_falls_back():
+    with pytest.raises(Exception, match="mode"):
+        torch.compile(lambda t: t.mode(1).indices, backend="npu",
+                      options=STRICT)(torch.zeros(2, 17))
 
 
 # ---- scatter_reduce / index_reduce ------------------------------------------------------
