@@ -48,7 +48,8 @@ NOTES = {
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="npu-bench", description=__doc__.splitlines()[0])
-    p.add_argument("--models", help=f"comma list of {sorted(ZOO)} or 'llama' (default: all)")
+    p.add_argument("--models", help=f"comma list of {sorted(ZOO)}, 'llama' or 'base' (all *_base "
+                   "entries: realistic sizes) (default: all but *_base)")
     p.add_argument("--hf", default="", help="comma list of transformers models: "
                    "gpt2,bert,llama,qwen2 (needs the 'hf' extra)")
     p.add_argument("--batch-size", type=int, help="default: each model's own")
@@ -76,7 +77,8 @@ def _split(text: str | None) -> list[str]:
 
 
 def select_models(args: argparse.Namespace) -> tuple[list[ZooModel], list[str]]:
-    names = _split(args.models) or [n for n, m in ZOO.items() if m.quick or not args.quick]
+    names = _split(args.models) or [n for n, m in ZOO.items()
+                                     if m.quick or (m.default and not args.quick)]
     entries = [ZOO[n] for n in expand_names(names)]
     extra, message = hf_models(_split(args.hf))
     return entries + extra, [message] if message else []

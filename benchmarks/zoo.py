@@ -292,6 +292,7 @@ class ZooModel:
     trainable: bool = True
     default_batch: int = 2
     quick: bool = False
+    default: bool = True  # part of the default ``--models`` (all): the small CI-sized zoo
 
 
 def _mlp(batch: int, seed: int) -> tuple[nn.Module, Inputs]:
@@ -336,6 +337,50 @@ def _vit(batch: int, seed: int) -> tuple[nn.Module, Inputs]:
     return ViT(), (torch.randn(batch, 3, 32, 32),)
 
 
+# ``*_base``: the same architectures at sizes where kernels, not per-call overhead, dominate
+# (BERT-base-like width, a 0.1B LLaMA, ViT-S/16 at 224, ResNet-18 at 64x64). Opt-in: select
+# them with ``--models base`` (seconds per call in training; minutes for a full run).
+LLAMA_BASE = {"vocab": 32000, "hidden": 512, "heads": 8, "kv_heads": 4, "layers": 4,
+              "ffn": 1376, "max_pos": 1024}
+PROMPT_BASE = 256
+
+
+def _mlp_base(batch: int, seed: int) -> tuple[nn.Module, Inputs]:
+    torch.manual_seed(seed)
+    return MLP(1024, 4096, 1024), (torch.randn(batch, 1024),)
+
+
+def _resnet18_base(batch: int, seed: int) -> tuple[nn.Module, Inputs]:
+    torch.manual_seed(seed)
+    return ResNet18(), (torch.randn(batch, 3, 64, 64),)
+
+
+def _bert_base(batch: int, seed: int, seq: int = 128) -> tuple[nn.Module, Inputs]:
+    torch.manual_seed(seed)
+    model = Bert(vocab=30522, hidden=512, heads=8, layers=4, max_pos=512)
+    mask = torch.ones(batch, seq, dtype=torch.long)
+    mask[-1, seq // 2:] = 0
+    return model, (torch.randint(0, 30522, (batch, seq)), mask)
+
+
+def _llama_prefill_base(batch: int, seed: int) -> tuple[nn.Module, Inputs]:
+    torch.manual_seed(seed)
+    return LlamaPrefill(Llama(**LLAMA_BASE)), (torch.randint(0, 32000, (batch, PROMPT_BASE)),)
+
+
+def _llama_decode_base(batch: int, seed: int) -> tuple[nn.Module, Inputs]:
+    torch.manual_seed(seed)
+    llama = Llama(**LLAMA_BASE)
+    with torch.no_grad():
+        _, past_k, past_v = llama.prefill(torch.randint(0, 32000, (batch, PROMPT_BASE)))
+    return LlamaDecode(llama), (torch.randint(0, 32000, (batch, 1)), past_k, past_v)
+
+
+def _vit_base(batch: int, seed: int) -> tuple[nn.Module, Inputs]:
+    torch.manual_seed(seed)
+    return ViT(image=224, patch=16, hidden=384, heads=6), (torch.randn(batch, 3, 224, 224),)
+
+
 ZOO: dict[str, ZooModel] = {m.name: m for m in (
     ZooModel("mlp", _mlp, default_batch=8, quick=True),
     ZooModel("resnet18", _resnet18, default_batch=4),
@@ -343,9 +388,19 @@ ZOO: dict[str, ZooModel] = {m.name: m for m in (
     ZooModel("llama_prefill", _llama_prefill),
     ZooModel("llama_decode", _llama_decode, trainable=False, quick=True),
     ZooModel("vit", _vit),
+    ZooModel("mlp_base", _mlp_base, default_batch=64, default=False),
+    ZooModel("resnet18_base", _resnet18_base, default_batch=8, default=False),
+    ZooModel("bert_base", _bert_base, default_batch=4, default=False),
+    ZooModel("llama_prefill_base", _llama_prefill_base, default_batch=1, default=False),
+    ZooModel("llama_decode_base", _llama_decode_base, trainable=False, default_batch=4,
+             default=False),
+    ZooModel("vit_base", _vit_base, default=False),
 )}
 # Names that select several entries.
-ALIASES: dict[str, tuple[str, ...]] = {"llama": ("llama_prefill", "llama_decode")}
+ALIASES: dict[str, tuple[str, ...]] = {
+    "llama": ("llama_prefill", "llama_decode"),
+    "base": tuple(n for n, m in ZOO.items() if not m.default),
+}
 
 
 def expand_names(names: list[str]) -> list[str]:

@@ -13,7 +13,7 @@ from npu_inductor.benchmarks.dynamic import padding_overhead, pow2_buckets
 from npu_inductor.benchmarks.hf import available as hf_available
 from npu_inductor.benchmarks.hf import hf_models
 from npu_inductor.benchmarks.results import ACCURACY_STATES, COLUMNS
-from npu_inductor.benchmarks.runner import Backend, Settings, run_case
+from npu_inductor.benchmarks.runner import Backend, Settings, make_backends, run_case
 from npu_inductor.benchmarks.zoo import ZOO, Llama, expand_names
 
 BACKENDS = ("eager", "npu", "npu_nofuse")
@@ -83,6 +83,16 @@ def test_zoo_names_and_buckets() -> None:
     with pytest.raises(KeyError, match="unknown model"):
         expand_names(["nope"])
     assert pow2_buckets(96) == [8, 16, 32, 64, 96]
+    base = expand_names(["base"])
+    assert base and all(n.endswith("_base") and not ZOO[n].default for n in base)
+    assert {n.removesuffix("_base") for n in base} == {n for n, m in ZOO.items() if m.default}
+
+
+def test_base_zoo_entry_compiles_and_matches() -> None:
+    """One realistic-size entry end to end (the others share its architectures)."""
+    backends = make_backends([])[:2]  # eager, npu
+    rows = run_case(ZOO["mlp_base"], "inference", backends, Settings(repeat=1, warmup=0))
+    assert [r.accuracy for r in rows] == ["pass", "pass"], [r.error for r in rows]
     assert padding_overhead([5, 8, 9], [8, 16]) == pytest.approx((8 + 8 + 16) / 22 - 1)
 
 
