@@ -39,7 +39,7 @@ import torch
 
 from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.context import LoweringContext, static_shape
-from npu_inductor.lowering.elementwise import pointwise, select
+from npu_inductor.lowering.elementwise import pointwise, select, signbit
 from npu_inductor.lowering.helpers import broadcast_shape, cast, int_list, promote
 from npu_inductor.lowering.reduction import reduce
 from npu_inductor.lowering.registry import register
@@ -567,3 +567,150 @@ def linalg_pinv(ctx, self, atol=None, rtol=None, hermitian=False):
     s_row = reshape(ctx, s_inv, (*s_inv.shape[:-1], 1, s_inv.shape[-1]), "s_row")
     scaled_v = pointwise(ctx, "Mul", [v, s_row], s.dtype, suffix="v_s")
     return _bmm(ctx, scaled_v, u, adj_b=True, suffix="")
+
+
+# ---- Householder reflectors (no GE op: LAPACK's unblocked loops, unrolled) -----------------
+def _reflector(ctx: LoweringContext, v_all: Value, tau: Value, i: int) -> tuple[Value, Value]:
+    """Column ``i`` of the unit lower-trapezoidal ``v_all`` and ``tau[..., i]`` as
+    ``[..., 1, 1]``."""
+    v = _column(ctx, v_all, i, f"v{i}")
+    t = _column(ctx, tau, i, f"tau{i}")
+    return v, reshape(ctx, t, (*t.shape, 1), f"tau{i}_11")
+
+
+def _apply_reflector(ctx: LoweringContext, c: Value, v: Value, t: Value, left: bool,
+                     i: int) -> Value:
+    """LAPACK's dlarf: ``H C = C - v (tau v^T C)`` (left) or ``C H = C - (C v) (tau v^T)``,
+    with ``H = I - tau v v^T``; multiplied in dger's order."""
+    if left:
+        w = _bmm(ctx, v, c, adj_a=True, suffix=f"w{i}")            # 1 x n: v^T C
+        tw = pointwise(ctx, "Mul", [w, t], c.dtype, suffix=f"tw{i}")
+        outer = pointwise(ctx, "Mul", [v, tw], c.dtype, suffix=f"outer{i}")
+    else:
+        w = _bmm(ctx, c, v, suffix=f"w{i}")                        # m x 1: C v
+        tv = pointwise(ctx, "Mul", [_mT(ctx, v, f"v{i}_t"), t], c.dtype, suffix=f"tv{i}")
+        outer = pointwise(ctx, "Mul", [w, tv], c.dtype, suffix=f"outer{i}")
+    return pointwise(ctx, "Sub", [c, outer], c.dtype, suffix=f"h{i}")
+
+
+def _reflectors(ctx: LoweringContext, a: Value) -> Value:
+    """The Householder vectors stored below ``a``'s diagonal, with their implicit 1s."""
+    return _unit_diag(ctx, _tri(ctx, "Tril", a, -1, "V_strict"), "V")
+
+
+def _tau_ok(tau_pos: int):
+    def check(node: torch.fx.Node) -> str | None:
+        k = node.args[tau_pos].meta["val"].shape[-1]
+        if k > MAX_UNROLLED_ROWS:
+            return f"reflectors are applied one by one, unrolled (at most {MAX_UNROLLED_ROWS})"
+        return None
+    return check
+
+
+@register(aten.linalg_householder_product.default, capability=linalg_ok(extra=_tau_ok(1)))
+def linalg_householder_product(ctx, input, tau):
+    """linalg_householder_product(Tensor input, Tensor tau) -> Tensor"""
+    # LAPACK's dorg2r: Q[:, :n] = H_0 ... H_{k-1} I[:, :n], accumulated from the back
+    m, n = input.shape[-2:]
+    batch = broadcast_shape(input.shape[:-2], tau.shape[:-1])
+    v_all = broadcast_to(ctx, _reflectors(ctx, input), (*batch, m, n), "V_b")
+    tau = broadcast_to(ctx, tau, (*batch, tau.shape[-1]), "tau_b")
+    q = broadcast_to(ctx, ctx.const(torch.eye(m, n), input.dtype, "eye"), (*batch, m, n), "I")
+    for i in reversed(range(tau.shape[-1])):
+        v, t = _reflector(ctx, v_all, tau, i)
+        q = _apply_reflector(ctx, q, v, t, True, i)
+    return q
+
+
+@register(aten.ormqr.default, capability=linalg_ok(extra=_tau_ok(1)))
+def ormqr(ctx, self, input2, input3, left=True, transpose=False):
+    """ormqr(Tensor self, Tensor input2, Tensor input3, bool left=True, bool transpose=False)
+    -> Tensor"""
+    # LAPACK's dorm2r: Q = H_0 ... H_{k-1} applied to C one reflector at a time
+    batch = broadcast_shape(self.shape[:-2], input2.shape[:-1], input3.shape[:-2])
+    v_all = broadcast_to(ctx, _reflectors(ctx, self), (*batch, *self.shape[-2:]), "V_b")
+    tau = broadcast_to(ctx, input2, (*batch, input2.shape[-1]), "tau_b")
+    c = broadcast_to(ctx, input3, (*batch, *input3.shape[-2:]), "C_b")
+    k = tau.shape[-1]
+    forward = left == transpose  # Q^T C and C Q apply H_0 first
+    for i in (range(k) if forward else reversed(range(k))):
+        v, t = _reflector(ctx, v_all, tau, i)
+        c = _apply_reflector(ctx, c, v, t, left, i)
+    return c
+
+
+def _dlapy2(ctx: LoweringContext, x: Value, y: Value, i: int) -> Value:
+    """LAPACK's overflow-safe ``sqrt(x^2 + y^2)``: ``w sqrt(1 + (z/w)^2)``, ``w`` when z = 0."""
+    dt = x.dtype
+    xa = pointwise(ctx, "Abs", [x], dt, suffix=f"xa{i}")
+    ya = pointwise(ctx, "Abs", [y], dt, suffix=f"ya{i}")
+    w = pointwise(ctx, "Maximum", [xa, ya], dt, suffix=f"w{i}")
+    z = pointwise(ctx, "Minimum", [xa, ya], dt, suffix=f"z{i}")
+    q = pointwise(ctx, "RealDiv", [z, w], dt, suffix=f"q{i}")
+    r = pointwise(ctx, "Sqrt", [pointwise(ctx, "Add", [1, pointwise(ctx, "Mul", [q, q], dt,
+                                                                      suffix=f"q2{i}")],
+                                          dt, suffix=f"q2p1{i}")], dt, suffix=f"sq{i}")
+    scaled = pointwise(ctx, "Mul", [w, r], dt, suffix=f"hyp{i}")
+    z0 = pointwise(ctx, "Equal", [z, 0], dt, y_dtype=torch.bool, suffix=f"z0{i}")
+    return select(ctx, z0, w, scaled, dt, f"lapy2_{i}")
+
+
+def _geqr2_step(ctx: LoweringContext, a: Value, i: int) -> tuple[Value, Value]:
+    """Column ``i`` of LAPACK's dgeqr2: dlarfg makes the reflector that zeroes ``a[i+1:, i]``,
+    dlarf applies it to the columns right of ``i``. Works on whole matrices with masks."""
+    dt, (m, n) = a.dtype, a.shape[-2:]
+    rows = torch.arange(m).reshape(m, 1)
+    below = ctx.const(rows > i, torch.bool, f"below{i}")
+    col = _column(ctx, a, i, f"col{i}")
+    alpha = strided_slice(ctx, col, [col.rank - 2], [i], [i + 1], [1], f"alpha{i}")
+    x = select(ctx, below, col, 0.0, dt, f"x{i}")
+    sq = pointwise(ctx, "Mul", [x, x], dt, suffix=f"xx{i}")
+    xnorm = pointwise(ctx, "Sqrt", [reduce(ctx, "ReduceSum", sq, [sq.rank - 2], True, dt,
+                                           suffix=f"ss{i}")], dt, suffix=f"xnorm{i}")
+    norm = _dlapy2(ctx, alpha, xnorm, i)
+    neg = pointwise(ctx, "Neg", [norm], dt, suffix=f"negnorm{i}")
+    beta = select(ctx, signbit(ctx, alpha), norm, neg, dt, f"beta{i}")  # -sign(norm, alpha)
+    trivial = pointwise(ctx, "Equal", [xnorm, 0], dt, y_dtype=torch.bool, suffix=f"triv{i}")
+    tau = select(ctx, trivial, 0.0, pointwise(ctx, "RealDiv", [pointwise(
+        ctx, "Sub", [beta, alpha], dt, suffix=f"ba{i}"), beta], dt, suffix=f"taudiv{i}"),
+        dt, f"tau{i}")
+    recip = pointwise(ctx, "Reciprocal", [pointwise(ctx, "Sub", [alpha, beta], dt,
+                                                    suffix=f"ab{i}")], dt, suffix=f"rab{i}")
+    v_below = pointwise(ctx, "Mul", [x, select(ctx, trivial, 1.0, recip, dt, f"scale{i}")], dt,
+                        suffix=f"vb{i}")
+    at_i = ctx.const(rows == i, torch.bool, f"diag{i}")
+    v = select(ctx, at_i, 1.0, v_below, dt, f"v{i}")
+    if i + 1 < n:  # dlarf on the trailing columns: C - v (tau v^T C), in dger's order
+        right = ctx.const(torch.arange(n) > i, torch.bool, f"right{i}")
+        w = _bmm(ctx, v, a, adj_a=True, suffix=f"vtc{i}")
+        tw = pointwise(ctx, "Mul", [tau, w], dt, suffix=f"tw{i}")
+        upd = pointwise(ctx, "Sub", [a, pointwise(ctx, "Mul", [v, tw], dt, suffix=f"vtw{i}")],
+                        dt, suffix=f"upd{i}")
+        a = select(ctx, right, upd, a, dt, f"applied{i}")
+    head = select(ctx, at_i, select(ctx, trivial, alpha, beta, dt, f"rii{i}"), v_below, dt,
+                  f"head{i}")
+    new_col = select(ctx, ctx.const(rows < i, torch.bool, f"above{i}"), col, head, dt,
+                     f"newcol{i}")
+    this = ctx.const(torch.arange(n) == i, torch.bool, f"this{i}")
+    return select(ctx, this, new_col, a, dt, f"a{i}"), tau
+
+
+def _geqrf_ok(node: torch.fx.Node) -> str | None:
+    if min(node.args[0].meta["val"].shape[-2:]) > MAX_UNROLLED_ROWS:
+        return f"dgeqr2 is unrolled per column (at most {MAX_UNROLLED_ROWS})"
+    return None
+
+
+@register(aten.geqrf.default, capability=linalg_ok(extra=_geqrf_ok))
+def geqrf(ctx, self):
+    """geqrf(Tensor self) -> (Tensor a, Tensor tau)"""
+    # No GE op returns Householder reflectors (GE's Qr returns Q): LAPACK's unblocked
+    # dgeqr2, one column at a time (dnrm2 is a plain sum of squares here: ~1 ulp apart)
+    a, taus = self, []
+    for i in range(min(self.shape[-2:])):
+        a, tau = _geqr2_step(ctx, a, i)
+        taus.append(reshape(ctx, tau, tau.shape[:-2], f"tau{i}_s"))
+    tau = ctx.op("Pack", [taus], {"axis": self.rank - 2, "N": len(taus)},
+                 out=ctx.out_specs()[1], suffix="tau") if taus else _zeros(
+        ctx, ctx.out_specs()[1][1], self.dtype, "tau")
+    return a, tau

@@ -159,6 +159,29 @@ def test_pinv(hermitian):
     check_ge_ops(torch.pinverse, rank_deficient, ge="Svd", **TOL)  # rcond: a tensor rtol
 
 
+@pytest.mark.parametrize("shape", [(5, 5), (6, 3), (2, 3, 4, 4), (3, 5)])
+def test_geqrf(shape):
+    a = torch.randn(shape)
+    a[..., 2:, 1] = 0  # one trivial reflector (tau = 0)
+    check_ge_ops(torch.geqrf, a, **TOL)
+
+
+@pytest.mark.parametrize("shape", [(5, 5), (6, 4), (2, 5, 3)])
+def test_householder_product(shape):
+    a, tau = torch.geqrf(torch.randn(shape))
+    check_ge_ops(linalg.householder_product, a, tau, ge="BatchMatMulV2", **TOL)
+    check_ge_ops(linalg.householder_product, a, tau[..., :2], **TOL)  # fewer reflectors
+
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_ormqr(left, transpose):
+    a, tau = torch.geqrf(torch.randn(2, 5, 5))
+    c = torch.randn(2, 5, 3) if left else torch.randn(2, 3, 5)
+    check_ge_ops(lambda x, t, y: torch.ormqr(x, t, y, left=left, transpose=transpose),
+                 a, tau, c, **TOL)
+
+
 # ---- backward graphs lower too ----------------------------------------------------------------
 @pytest.mark.parametrize("name", ["inv", "solve", "cholesky", "svdvals", "det", "slogdet",
                                   "pinv", "eigvalsh", "lu_factor"])
