@@ -49,6 +49,7 @@ aten = torch.ops.aten
 # Unrolled pivots <-> permutation conversions cost ~7 small GE ops per row.
 MAX_UNROLLED_ROWS = 64
 _FLOATS = (torch.float32, torch.float64)
+_MATMUL = (torch.float32,)  # BatchMatMulV2 has no float64
 
 
 # ---- capability checks -------------------------------------------------------------------
@@ -380,7 +381,7 @@ def cholesky_solve(ctx, self, input2, upper=False):
     return _trisolve(ctx, input2, y, lower=not upper, adjoint=not upper, suffix="trsm_2")
 
 
-@register(aten.cholesky_inverse.default, capability=linalg_ok(square=True))
+@register(aten.cholesky_inverse.default, capability=linalg_ok(dtypes_=_MATMUL, square=True))
 def cholesky_inverse(ctx, self, upper=False):
     """cholesky_inverse(Tensor self, bool upper=False) -> Tensor"""
     # (L L^H)^-1 = L^-H L^-1, (U^H U)^-1 = U^-1 U^-H, with the triangular inverse as a solve
@@ -487,7 +488,7 @@ def lu_unpack(ctx, LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
 
 
 @register(aten.linalg_lu_solve.default,
-          capability=linalg_ok(dtypes_=(torch.float32,), square=True, rows=True))
+          capability=linalg_ok(dtypes_=_MATMUL, square=True, rows=True))
 def linalg_lu_solve(ctx, LU, pivots, B, left=True, adjoint=False):
     """linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True,
     bool adjoint=False) -> Tensor"""
@@ -525,7 +526,15 @@ def _rows(ctx: LoweringContext, x: Value, order: Value, suffix: str) -> Value:
 
 
 # ---- pinv --------------------------------------------------------------------------------
-@register(aten.linalg_pinv.atol_rtol_tensor, capability=linalg_ok())
+def _pinv_ok(node: torch.fx.Node) -> str | None:
+    composed = node.kwargs.get("hermitian", False) or any(
+        node.kwargs.get(k) is not None for k in ("atol", "rtol"))
+    if composed and node.args[0].meta["val"].dtype not in _MATMUL:
+        return "pinv with atol / rtol / hermitian is composed with BatchMatMulV2 (no float64)"
+    return None
+
+
+@register(aten.linalg_pinv.atol_rtol_tensor, capability=linalg_ok(extra=_pinv_ok))
 def linalg_pinv(ctx, self, atol=None, rtol=None, hermitian=False):
     """linalg_pinv.atol_rtol_tensor(Tensor self, *, Tensor? atol=None, Tensor? rtol=None,
     bool hermitian=False) -> Tensor"""
@@ -607,7 +616,8 @@ def _tau_ok(tau_pos: int):
     return check
 
 
-@register(aten.linalg_householder_product.default, capability=linalg_ok(extra=_tau_ok(1)))
+@register(aten.linalg_householder_product.default,
+          capability=linalg_ok(dtypes_=_MATMUL, extra=_tau_ok(1)))
 def linalg_householder_product(ctx, input, tau):
     """linalg_householder_product(Tensor input, Tensor tau) -> Tensor"""
     # LAPACK's dorg2r: Q[:, :n] = H_0 ... H_{k-1} I[:, :n], accumulated from the back
@@ -622,7 +632,7 @@ def linalg_householder_product(ctx, input, tau):
     return q
 
 
-@register(aten.ormqr.default, capability=linalg_ok(extra=_tau_ok(1)))
+@register(aten.ormqr.default, capability=linalg_ok(dtypes_=_MATMUL, extra=_tau_ok(1)))
 def ormqr(ctx, self, input2, input3, left=True, transpose=False):
     """ormqr(Tensor self, Tensor input2, Tensor input3, bool left=True, bool transpose=False)
     -> Tensor"""
@@ -701,7 +711,7 @@ def _geqrf_ok(node: torch.fx.Node) -> str | None:
     return None
 
 
-@register(aten.geqrf.default, capability=linalg_ok(extra=_geqrf_ok))
+@register(aten.geqrf.default, capability=linalg_ok(dtypes_=_MATMUL, extra=_geqrf_ok))
 def geqrf(ctx, self):
     """geqrf(Tensor self) -> (Tensor a, Tensor tau)"""
     # No GE op returns Householder reflectors (GE's Qr returns Q): LAPACK's unblocked

@@ -182,6 +182,19 @@ def test_ormqr(left, transpose):
                  a, tau, c, **TOL)
 
 
+def test_float64():
+    a = spd(2, 4, 4).double()
+    b = torch.randn(2, 4, 3, dtype=torch.float64)
+    check_ge_ops(linalg.svd, a, ge="Svd")
+    check_ge_ops(linalg.solve, a, b, ge="MatrixSolve")
+    check_ge_ops(linalg.cholesky, a, ge="Cholesky")
+    check_ge_ops(linalg.eigh, a, ge="SelfAdjointEig")
+    check_ge_ops(linalg.lu_factor, a, ge="Lu")
+    # compositions with BatchMatMulV2 (no float64 in its prototype) fall back instead
+    assert _fallbacks(torch.cholesky_inverse, linalg.cholesky(a)) == {
+        "aten.cholesky_inverse.default"}
+
+
 # ---- backward graphs lower too ----------------------------------------------------------------
 @pytest.mark.parametrize("name", ["inv", "solve", "cholesky", "svdvals", "det", "slogdet",
                                   "pinv", "eigvalsh", "lu_factor"])
