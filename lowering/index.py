@@ -330,8 +330,9 @@ def _scatter_extreme(ctx, self: Value, dim: int, index: Value, src: Value, reduc
                 out=(self.dtype, self.shape), data=(0, 2), suffix="scatter")
 
 
-def _scatter_reduce(ctx, self: Value, dim: int, index: Value, src: Value, reduce: str,
-                    include_self: bool) -> Value:
+def scatter_reduce_along(ctx, self: Value, dim: int, index: Value, src: Value, reduce: str,
+                         include_self: bool) -> Value:
+    """torch ``scatter_reduce`` (sum, prod, mean, amax, amin) along ``dim``."""
     dim = norm_axis(dim, max(self.rank, 1))
     if reduce == "mean":
         return _scatter_mean(ctx, self, dim, index, cast(ctx, src, self.dtype), include_self)
@@ -345,7 +346,7 @@ def _scatter_reduce(ctx, self: Value, dim: int, index: Value, src: Value, reduce
 def scatter_reduce_two(ctx, self, dim, index, src, reduce, include_self=True):
     """scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *,
     bool include_self=True) -> Tensor"""
-    return _scatter_reduce(ctx, self, dim, index, src, reduce, include_self)
+    return scatter_reduce_along(ctx, self, dim, index, src, reduce, include_self)
 
 
 def _along(ctx, index: Value, dim: int, shape: Sequence[int]) -> Value:
@@ -379,7 +380,7 @@ def index_reduce(ctx, self, dim, index, source, reduce, include_self=True):
     bool include_self=True) -> Tensor"""
     x, src = _as_1d(ctx, self), _as_1d(ctx, cast(ctx, source, self.dtype))
     dim = norm_axis(dim, x.rank)
-    y = _scatter_reduce(ctx, x, dim, _along(ctx, index, dim, src.shape), src, reduce,
+    y = scatter_reduce_along(ctx, x, dim, _along(ctx, index, dim, src.shape), src, reduce,
                         include_self)
     return reshape(ctx, y, self.shape, "")
 

@@ -22,7 +22,7 @@ from npu_inductor.ge.ir import DYNAMIC_DIM, Value
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.elementwise import need_dtype, pointwise, select, supports, to_bool
 from npu_inductor.lowering.helpers import as_value, cast, int_list, norm_axes, norm_axis
-from npu_inductor.lowering.index import filled, sorted_along
+from npu_inductor.lowering.index import filled, scatter_reduce_along, sorted_along
 from npu_inductor.lowering.registry import register
 from npu_inductor.lowering.shape import move, reshape, static_dims, strided_slice
 
@@ -498,3 +498,79 @@ def mode(ctx, self, dim=-1, keepdim=False):
     picked = [_take(ctx, values, best, axis, "value"), _take(ctx, perm, best, axis, "index")]
     shape = (kept if keepdim else reduced_shape(x.shape, [axis], False)) if self.rank else ()
     return tuple(reshape(ctx, v, shape, s) for v, s in zip(picked, ("values", "indices")))
+
+
+# ---- segment_reduce -----------------------------------------------------------------------
+# torch reduces each segment of rows together with ``initial`` (max(initial, rows...),
+# initial + sum, ...; an empty segment is ``initial``, else the identity, NaN for mean).
+# Rows get their segment id from a SearchSorted over the segment ends; rows outside every
+# segment go to a spare segment. The reduction is a scatter_reduce into a base of
+# ``initial`` (or the identity), so ``initial`` takes part exactly as in torch.
+_SEGMENT_REDUCE = {"sum": "sum", "prod": "prod", "max": "amax", "min": "amin", "mean": "sum"}
+
+
+def _segment_reduce_ok(node: torch.fx.Node) -> str | None:
+    kw = node.kwargs
+    bounds = kw.get("lengths", kw.get("offsets"))
+    if kw.get("indices") is not None or bounds is None or bounds.meta["val"].dim() != 1:
+        return "segment_reduce with indices or batched (N-D) lengths/offsets"
+    if (node.args[1] if len(node.args) > 1 else kw.get("reduce")) not in _SEGMENT_REDUCE:
+        return "unknown segment reduction"
+    return None
+
+
+def _segment_ids(ctx: LoweringContext, rows: int, lengths: Value | None,
+                 offsets: Value | None) -> tuple[Value, int]:
+    """(int64 segment id of every row, segment count); out-of-segment rows get the count."""
+    pos = ctx.const(torch.arange(rows), torch.int64, "rows")
+    if lengths is not None:
+        count = lengths.shape[0]
+        ends = ctx.op("Cumsum", [cast(ctx, lengths, torch.int64),
+                                 ctx.const(0, torch.int64, "axis")],
+                      {"exclusive": False, "reverse": False}, out=(torch.int64, (count,)),
+                      suffix="ends")
+        start = None
+    else:
+        count = offsets.shape[0] - 1
+        bounds = cast(ctx, offsets, torch.int64)
+        ends = strided_slice(ctx, bounds, [0], [1], [count + 1], [1], suffix="ends")
+        start = strided_slice(ctx, bounds, [0], [0], [1], [1], suffix="start")
+    ids = ctx.op("SearchSorted", [ends, pos], {"dtype": torch.int64, "right": True},
+                 out=(torch.int64, (rows,)), suffix="ids")
+    if start is not None:  # rows before the first offset belong to no segment
+        before = pointwise(ctx, "Less", [pos, start], torch.int64, y_dtype=torch.bool,
+                           suffix="before")
+        ids = select(ctx, before, count, ids, torch.int64, suffix="ids_in")
+    return ids, count
+
+
+@register(aten.segment_reduce.default, capability=_segment_reduce_ok, dynamic=False)
+def segment_reduce(ctx, data, reduce, lengths=None, indices=None, offsets=None, axis=0,
+                   unsafe=False, initial=None):
+    """segment_reduce(Tensor data, str reduce, *, Tensor? lengths=None, Tensor? indices=None,
+    Tensor? offsets=None, int axis=0, bool unsafe=False, Scalar? initial=None) -> Tensor"""
+    static_dims(ctx, data)
+    out_dtype = data.dtype
+    if data.dtype in (torch.float16, torch.bfloat16):  # eager accumulates in float32
+        data = cast(ctx, data, torch.float32)
+    ids, count = _segment_ids(ctx, data.shape[0], lengths, offsets)
+    rest = data.shape[1:]
+    index = ctx.op("BroadcastTo", [reshape(ctx, ids, (data.shape[0],) + (1,) * len(rest),
+                                           "ids_lift"), int_list(ctx, data.shape)],
+                   out=(torch.int64, data.shape), suffix="ids_spread")
+    identity = {"sum": 0, "mean": 0, "prod": 1, "max": -math.inf, "min": math.inf}[reduce]
+    start = identity if initial is None else initial
+    base = filled(ctx, (count + 1,) + rest, start, data.dtype)
+    y = scatter_reduce_along(ctx, base, 0, index, data, _SEGMENT_REDUCE[reduce], True)
+    if reduce == "mean":  # (initial + sum) / length; an empty segment keeps initial
+        ones = filled(ctx, data.shape, 1, data.dtype)
+        size = scatter_reduce_along(ctx, filled(ctx, (count + 1,) + rest, 0, data.dtype), 0,
+                                    index, ones, "sum", True)
+        mean = pointwise(ctx, "RealDiv", [y, size], data.dtype, suffix="mean")
+        if initial is not None:
+            empty = pointwise(ctx, "Equal", [size, 0], data.dtype, y_dtype=torch.bool,
+                              suffix="empty")
+            mean = select(ctx, empty, y, mean, data.dtype, suffix="mean_or_initial")
+        y = mean
+    return cast(ctx, strided_slice(ctx, y, [0], [0], [count], [1], suffix="segments"),
+                out_dtype)

@@ -1,6 +1,7 @@
 """Converters closed from the OpInfo sweep, compiled with fallback="error" vs eager:
-median / nanmedian, mode, ord=0 norms, histc (reduction.py); scatter_reduce / index_reduce
-amax, amin, mean, prod, nonzero_static (index.py); _trilinear (matmul.py)."""
+median / nanmedian, mode, ord=0 norms, histc, segment_reduce (reduction.py);
+scatter_reduce / index_reduce amax, amin, mean, prod, nonzero_static (index.py);
+_trilinear (matmul.py)."""
 
 from __future__ import annotations
 
@@ -223,3 +224,28 @@ def test_nonzero_static_nan_0d_and_empty():
     check(lambda t: torch.nonzero_static(t, size=3), x, ge="TensorScatterUpdate")
     check(lambda t: (torch.nonzero_static(t[1], size=2), torch.nonzero_static(t[:0], size=2)),
           x)
+
+
+# ---- segment_reduce -------------------------------------------------------------------------
+@pytest.mark.parametrize("initial", [None, 2])
+@pytest.mark.parametrize("reduce", ["sum", "prod", "max", "min", "mean"])
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_segment_reduce(dtype, reduce, initial):
+    """Empty segments (initial, the identity, or NaN for a mean), N-D rows, and offsets that
+    skip leading rows."""
+    data = torch.randn(10, 3, 2, generator=torch.Generator().manual_seed(0)).to(dtype)
+    lengths = torch.tensor([1, 2, 0, 6, 0, 1])
+    offsets = torch.tensor([1, 3, 3, 9, 9])
+    rtol, atol = TOLERANCES.get(dtype, (1e-5, 1e-5))
+    check(lambda x, n, o: (torch.segment_reduce(x, reduce, lengths=n, initial=initial),
+                           torch.segment_reduce(x[:, 0, 0], reduce, lengths=n, initial=initial),
+                           torch.segment_reduce(x, reduce, offsets=o, initial=initial,
+                                                unsafe=True)),
+          data, lengths, offsets, rtol=rtol, atol=atol)
+
+
+def test_segment_reduce_batched_lengths_falls_back():
+    with pytest.raises(Exception, match="segment_reduce"):
+        torch.compile(lambda x, n: torch.segment_reduce(x, "sum", lengths=n, axis=1),
+                      backend="npu", options=STRICT)(torch.ones(2, 3),
+                                                     torch.tensor([[1, 2], [3, 0]]))
