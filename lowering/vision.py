@@ -1,16 +1,21 @@
-"""Spatial converters: adaptive average pooling, 3-d average pooling, grid sampling
-(each with its backward), all in NCHW / NCDHW. bfloat16 grid sampling is left to eager:
-GE has no bfloat16 GridSampler2D, and sampling in float32 moves the sample points away
-from eager's bfloat16 ones."""
+"""Spatial converters: adaptive average pooling (2-d with its backward, 3-d), 3-d adaptive
+max pooling, 3-d average pooling, 2-d / 3-d grid sampling (with backward), all in NCHW /
+NCDHW. bfloat16 grid sampling is left to eager: GE has no bfloat16 GridSampler2D/3D, and
+sampling in float32 moves the sample points away from eager's bfloat16 ones."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
+from npu_inductor.ge import dtypes
+from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.helpers import cast
+from npu_inductor.lowering.index import filled
 from npu_inductor.lowering.precision import op_in_float32
 from npu_inductor.lowering.registry import register
-from npu_inductor.lowering.shape import static_dims
+from npu_inductor.lowering.shape import reshape, static_dims, transpose
 
 aten = torch.ops.aten
 INTERPOLATION = ("bilinear", "nearest", "bicubic")  # aten's int mode -> GE's string
@@ -92,6 +97,23 @@ def grid_sampler_2d_backward(ctx, grad_output, input, grid, interpolation_mode, 
     return tuple(v if keep else None for v, keep in zip((dx, dgrid), output_mask))
 
 
+@register(aten.grid_sampler_3d.default)
+def grid_sampler_3d(ctx, input, grid, interpolation_mode, padding_mode, align_corners):
+    """grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""  # noqa: E501
+    return ctx.op("GridSampler3D", [input, grid],
+                  _grid_attrs(interpolation_mode, padding_mode, align_corners))
+
+
+@register(aten.grid_sampler_3d_backward.default)
+def grid_sampler_3d_backward(ctx, grad_output, input, grid, interpolation_mode, padding_mode,
+                             align_corners, output_mask):
+    """grid_sampler_3d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)"""  # noqa: E501
+    dx, dgrid = ctx.op("GridSampler3DGrad", [grad_output, input, grid],
+                       _grid_attrs(interpolation_mode, padding_mode, align_corners),
+                       out=[(input.dtype, input.shape), (grid.dtype, grid.shape)])
+    return tuple(v if keep else None for v, keep in zip((dx, dgrid), output_mask))
+
+
 @register(aten.adaptive_max_pool2d.default)
 def adaptive_max_pool2d(ctx, self, output_size):
     """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
@@ -127,3 +149,69 @@ def im2col(ctx, self, kernel_size, dilation, padding, stride):
 def col2im(ctx, self, output_size, kernel_size, dilation, padding, stride):
     """col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""  # noqa: E501
     return _col2im(ctx, self, output_size, kernel_size, dilation, padding, stride)
+
+
+# ---- 3-d adaptive pooling ------------------------------------------------------------------
+# GE has no 3-d adaptive pooling. Output cell o of a dim averages input [floor(o*I/O),
+# ceil((o+1)*I/O)): a box average is separable, so it is one MatMulV2 per spatial dim with a
+# constant (I, O) averaging matrix, in float32 (low precision rounds once, at the end).
+def _averaging(n_in: int, n_out: int) -> torch.Tensor:
+    a = torch.zeros(n_in, n_out, dtype=torch.float64)
+    for o in range(n_out):
+        start, end = o * n_in // n_out, -(-(o + 1) * n_in // n_out)
+        a[start:end, o] = 1.0 / (end - start)
+    return a
+
+
+def _pool_last(ctx, x: Value, n_out: int, suffix: str) -> Value:
+    """Adaptive average over the last dim of ``x``."""
+    lead, n_in = x.shape[:-1], x.shape[-1]
+    rows = reshape(ctx, x, (math.prod(lead), n_in), f"{suffix}_rows")
+    weights = ctx.const(_averaging(n_in, n_out), x.dtype, f"{suffix}_weights")
+    y = ctx.op("MatMulV2", [rows, weights], {"transpose_x1": False, "transpose_x2": False},
+               out=(x.dtype, (math.prod(lead), n_out)), suffix=f"{suffix}_avg")
+    return reshape(ctx, y, lead + (n_out,), f"{suffix}_unrows")
+
+
+def _float32_enough(node: torch.fx.Node) -> str | None:
+    dtype = node.meta["val"].dtype
+    return None if dtype != torch.float64 else "no float64 MatMulV2 for adaptive_avg_pool3d"
+
+
+@register(aten._adaptive_avg_pool3d.default, capability=_float32_enough, dynamic=False)
+def adaptive_avg_pool3d(ctx, self, output_size):
+    """_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
+    static_dims(ctx, self)
+    dtype, (od, oh, ow) = self.dtype, [int(s) for s in output_size]
+    if math.prod(ctx.out_specs()[0][1]) == 0:
+        return filled(ctx, ctx.out_specs()[0][1], 0, dtype)
+    *lead, d, h, w = self.shape
+    x = reshape(ctx, cast(ctx, self, torch.float32), (math.prod(lead), d, h, w), "planes")
+    x = _pool_last(ctx, x, ow, "w")                                    # (B, D, H, OW)
+    x = _pool_last(ctx, transpose(ctx, x, [0, 1, 3, 2], "dh"), oh, "h")  # (B, D, OW, OH)
+    x = _pool_last(ctx, transpose(ctx, x, [0, 2, 3, 1], "hd"), od, "d")  # (B, OW, OH, OD)
+    y = transpose(ctx, x, [0, 3, 2, 1], "back")
+    return cast(ctx, reshape(ctx, y, tuple(lead) + (od, oh, ow), ""), dtype)
+
+
+def _divisible(node: torch.fx.Node) -> str | None:
+    x, size = node.args[0].meta["val"], node.args[1]
+    if any(int(i) % int(o) for i, o in zip(x.shape[-3:], size)):
+        return "adaptive max pooling with uneven windows (only even ones are a MaxPool3D)"
+    return None
+
+
+@register(aten.adaptive_max_pool3d.default, capability=_divisible, dynamic=False)
+def adaptive_max_pool3d(ctx, self, output_size):
+    """adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)"""
+    # Even windows: exactly max pooling with kernel = stride = input / output size, whose
+    # argmax is the same per-plane flat index with the same tie rule (first max, or NaN).
+    static_dims(ctx, self)
+    k = [int(i) // int(o) for i, o in zip(self.shape[-3:], output_size)]
+    x = reshape(ctx, self, (1,) + self.shape, "batch") if self.rank == 4 else self
+    out = [(dt, (1,) + s if self.rank == 4 else s) for dt, s in ctx.out_specs()]
+    attrs = {"ksize": k, "strides": k, "pads": [0, 0, 0], "dilation": [1, 1, 1],
+             "ceil_mode": False, "data_format": "NCDHW", "dtype": dtypes.to_cpp(torch.int64)}
+    ys = ctx.op("MaxPool3DWithArgmaxV2", [x], attrs, out=out, suffix="pool")
+    return tuple(reshape(ctx, y, s, n) for y, (_, s), n in zip(ys, ctx.out_specs(),
+                                                               ("values", "indices")))

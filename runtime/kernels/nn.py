@@ -265,6 +265,20 @@ def grid_sampler_2d_grad(grad, x, grid, interpolation_mode="bilinear", padding_m
                                          _PADDING[padding_mode], align_corners, [True, True])
 
 
+@kernel("GridSampler3D")
+def grid_sampler_3d(x, grid, interpolation_mode="bilinear", padding_mode="zeros",
+                    align_corners=False, data_format="NCDHW"):
+    return aten.grid_sampler_3d(x, grid, _INTERPOLATION[interpolation_mode],
+                                _PADDING[padding_mode], align_corners)
+
+
+@kernel("GridSampler3DGrad")
+def grid_sampler_3d_grad(grad, x, grid, interpolation_mode="bilinear", padding_mode="zeros",
+                         align_corners=False):
+    return aten.grid_sampler_3d_backward(grad, x, grid, _INTERPOLATION[interpolation_mode],
+                                         _PADDING[padding_mode], align_corners, [True, True])
+
+
 # ---- group norm, distances ------------------------------------------------------------
 def _group_dims(x: torch.Tensor) -> tuple[int, int, int]:
     n, c = x.shape[0], x.shape[1]

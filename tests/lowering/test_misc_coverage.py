@@ -1,7 +1,7 @@
 """Converters closed from the OpInfo sweep, compiled with fallback="error" vs eager:
 median / nanmedian, mode, ord=0 norms, histc, segment_reduce (reduction.py);
 scatter_reduce / index_reduce amax, amin, mean, prod, nonzero_static (index.py);
-_trilinear (matmul.py)."""
+_trilinear (matmul.py); 3-d adaptive pooling and grid sampling (vision.py)."""
 
 from __future__ import annotations
 
@@ -249,3 +249,49 @@ def test_segment_reduce_batched_lengths_falls_back():
         torch.compile(lambda x, n: torch.segment_reduce(x, "sum", lengths=n, axis=1),
                       backend="npu", options=STRICT)(torch.ones(2, 3),
                                                      torch.tensor([[1, 2], [3, 0]]))
+
+
+# ---- 3-d adaptive pooling, grid_sampler_3d --------------------------------------------------
+@pytest.mark.parametrize("size", [(5, 7, 4), (1, 1, 1), (8, 3, 6), (2, 4, 3)])
+@pytest.mark.parametrize("dtype", [F32, F16, BF16])
+def test_adaptive_avg_pool3d(dtype, size):
+    x = torch.randn(2, 3, 8, 6, 6, generator=torch.Generator().manual_seed(0)).to(dtype)
+    rtol, atol = TOLERANCES.get(dtype, (1e-5, 1e-5))
+    f = torch.nn.functional.adaptive_avg_pool3d
+    ge = "MatMulV2" if size != (1, 1, 1) else ()  # (1, 1, 1) decomposes to a mean
+    check(lambda t: (f(t, size), f(t[0], size)), x, ge=ge, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("size", [(4, 3, 2), (1, 1, 1), (8, 6, 6)])
+@pytest.mark.parametrize("dtype", [F32, F16, BF16])
+def test_adaptive_max_pool3d_even_windows(dtype, size):
+    x = torch.randn(2, 3, 8, 6, 6, generator=torch.Generator().manual_seed(0)).to(dtype)
+    f = torch.nn.functional.adaptive_max_pool3d
+    check(lambda t: (f(t, size, return_indices=True), f(t[0], size, return_indices=True)), x,
+          ge="MaxPool3DWithArgmaxV2", rtol=0, atol=0)
+
+
+def test_adaptive_max_pool3d_uneven_windows_fall_back():
+    with pytest.raises(Exception, match="adaptive_max_pool3d"):
+        torch.compile(lambda t: torch.nn.functional.adaptive_max_pool3d(t, (3, 3, 3)),
+                      backend="npu", options=STRICT)(torch.randn(1, 1, 4, 4, 4))
+
+
+@pytest.mark.parametrize("mode,padding,align", [("bilinear", "zeros", False),
+                                                ("nearest", "border", True),
+                                                ("bilinear", "reflection", True)])
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_grid_sampler_3d(dtype, mode, padding, align):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 4, 5, 6, generator=g).to(dtype)
+    grid = (torch.rand(2, 3, 4, 2, 3, generator=g) * 2.4 - 1.2).to(dtype)
+    rtol, atol = TOLERANCES.get(dtype, (1e-5, 1e-5))
+    check(lambda x, gr: torch.nn.functional.grid_sample(x, gr, mode, padding, align), x, grid,
+          ge="GridSampler3D", rtol=rtol, atol=atol)
+
+
+def test_grid_sampler_3d_grad():
+    g = torch.Generator().manual_seed(1)
+    check_grad(lambda x, gr: torch.nn.functional.grid_sample(x, gr, align_corners=False),
+               torch.randn(1, 2, 3, 4, 5, generator=g),
+               torch.rand(1, 2, 3, 2, 3, generator=g) * 2 - 1)
