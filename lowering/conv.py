@@ -3,8 +3,9 @@
 2-D convolutions map to ``Conv2D`` / ``Conv2DBackpropInput`` / ``Conv2DBackpropFilter`` in
 NCHW; a 1-D convolution runs as a 2-D one over an inserted ``H = 1`` axis. A transposed
 convolution is the input-gradient of the plain one, so it lowers to ``Conv2DBackpropInput``
-(``Conv2DTranspose`` has no float32 prototype). ``Conv3D`` is float16-only in GE: 3-D
-convolutions are refused.
+(``Conv2DTranspose`` has no float32 prototype). ``Conv3D`` is float16-only in GE: a plain
+3-D convolution runs as one ``Conv2D`` with the depth taps folded into the input channels;
+transposed 3-D convolutions and 3-D backward are refused.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.helpers import cast, int_list
 from npu_inductor.lowering.registry import register
-from npu_inductor.lowering.shape import static_dims
+from npu_inductor.lowering.shape import reshape, static_dims, strided_slice, transpose
 from npu_inductor.lowering.symbolic import shape_of
 
 aten = torch.ops.aten
@@ -32,6 +33,9 @@ def _spatial_rank(node: torch.fx.Node) -> int:
 
 
 def _conv_capability(node: torch.fx.Node) -> str | None:
+    plain_3d = node.target is aten.convolution.default and not node.args[6]
+    if _spatial_rank(node) == 3 and plain_3d:
+        return None
     if _spatial_rank(node) not in (1, 2):
         return f"{_spatial_rank(node)}-d convolution: GE Conv3D has no float32 prototype"
     return None
@@ -108,6 +112,8 @@ def convolution(ctx, input, weight, bias, stride, padding, dilation, transposed,
                 groups):
     """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""  # noqa: E501
     out_dtype, out_shape = ctx.out_specs()[0]
+    if weight.rank == 5:
+        return _conv3d(ctx, input, weight, bias, stride, padding, dilation, groups, out_shape)
     x, w = _to_2d(ctx, input, "x2d"), _to_2d(ctx, weight, "w2d")
     attrs = _conv_attrs(stride, padding, dilation, groups)
     shape2d = _shape_2d(out_shape)
@@ -122,6 +128,38 @@ def convolution(ctx, input, weight, bias, stride, padding, dilation, transposed,
     if bias is not None:
         y = _add_bias(ctx, y, bias)
     return _from_2d(ctx, y, out_shape, "y")
+
+
+def _conv3d(ctx: LoweringContext, x: Value, w: Value, bias: Value | None, stride, padding,
+            dilation, groups, out_shape: Sequence[int]) -> Value:
+    """conv3d as one Conv2D: output depth od reads input depths od*sd + t*dd (t < kd), so
+    those kd slices stacked as channels (c, t) -> c*kd + t meet the weight reshaped to
+    (O, C/g*kd, kh, kw); channel groups stay contiguous. Same products, same sums."""
+    static_dims(ctx, x, w)
+    stride, padding, dilation = ([*v] * 3 if len(v) == 1 else list(v)
+                                 for v in (stride, padding, dilation))
+    n, c, _, h, wd = x.shape
+    o, cg, kd, kh, kw = w.shape
+    od, oh, ow = out_shape[2:]
+    sd, pd, dd = stride[0], padding[0], dilation[0]
+    if pd:
+        pads = [0, 0, 0, 0, pd, pd, 0, 0, 0, 0]
+        x = ctx.op("PadV3", [x, int_list(ctx, pads, "paddings"), ctx.const(0, x.dtype, "zero")],
+                   {"mode": "constant"}, out=(x.dtype, (n, c, x.shape[2] + 2 * pd, h, wd)),
+                   suffix="pad_depth")
+    taps = [strided_slice(ctx, x, [2], [t * dd], [t * dd + sd * (od - 1) + 1], [sd],
+                          suffix=f"tap{t}") for t in range(kd)]
+    stacked = ctx.op("Pack", [taps], {"axis": 2, "N": kd}, out=(x.dtype, (n, c, kd, od, h, wd)),
+                     suffix="taps")
+    x2 = reshape(ctx, transpose(ctx, stacked, [0, 3, 1, 2, 4, 5], "depth_major"),
+                 (n * od, c * kd, h, wd), "x2d")
+    w2 = reshape(ctx, w, (o, cg * kd, kh, kw), "w2d")
+    attrs = _conv_attrs(stride[1:], padding[1:], dilation[1:], groups)
+    inputs = [x2, w2] + ([bias] if bias is not None and bias.dtype != torch.bfloat16 else [])
+    y = ctx.op("Conv2D", inputs, attrs, out=(x.dtype, (n * od, o, oh, ow)))
+    if bias is not None and len(inputs) == 2:
+        y = _add_bias(ctx, y, bias)
+    return transpose(ctx, reshape(ctx, y, (n, od, o, oh, ow), "y5d"), [0, 2, 1, 3, 4], "y")
 
 
 @register(aten.convolution_backward.default, capability=_conv_capability)

@@ -1,7 +1,8 @@
 """Converters closed from the OpInfo sweep, compiled with fallback="error" vs eager:
 median / nanmedian, mode, ord=0 norms, histc, segment_reduce (reduction.py);
 scatter_reduce / index_reduce amax, amin, mean, prod, nonzero_static (index.py);
-_trilinear (matmul.py); 3-d adaptive pooling and grid sampling (vision.py)."""
+_trilinear (matmul.py); 3-d adaptive pooling and grid sampling (vision.py); conv3d as a
+Conv2D (conv.py)."""
 
 from __future__ import annotations
 
@@ -295,3 +296,20 @@ def test_grid_sampler_3d_grad():
     check_grad(lambda x, gr: torch.nn.functional.grid_sample(x, gr, align_corners=False),
                torch.randn(1, 2, 3, 4, 5, generator=g),
                torch.rand(1, 2, 3, 2, 3, generator=g) * 2 - 1)
+
+
+# ---- conv3d ---------------------------------------------------------------------------------
+CONV3D = [dict(), dict(stride=2), dict(padding=1, dilation=2), dict(padding="same"),
+          dict(stride=(2, 1, 3), padding=(2, 0, 1), dilation=(1, 2, 1))]
+
+
+@pytest.mark.parametrize("kwargs", CONV3D, ids=str)
+@pytest.mark.parametrize("dtype", [F32, F16, BF16])
+def test_conv3d(dtype, kwargs):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 6, 7, 8, 9, generator=g).to(dtype)
+    w, b = torch.randn(4, 3, 3, 2, 3, generator=g).to(dtype), torch.randn(4, generator=g).to(dtype)
+    rtol, atol = TOLERANCES.get(dtype, (1e-5, 1e-5))
+    f = torch.nn.functional.conv3d
+    check(lambda x, w, b: (f(x, w, b, groups=2, **kwargs), f(x[:1, :3], w, **kwargs)), x, w, b,
+          ge="Conv2D", rtol=rtol, atol=atol)
