@@ -19,7 +19,7 @@ from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.helpers import cast, int_list
 from npu_inductor.lowering.registry import register
-from npu_inductor.lowering.shape import reshape, static_dims, strided_slice, transpose
+from npu_inductor.lowering.shape import move, reshape, static_dims, strided_slice, transpose
 from npu_inductor.lowering.symbolic import shape_of
 
 aten = torch.ops.aten
@@ -33,8 +33,7 @@ def _spatial_rank(node: torch.fx.Node) -> int:
 
 
 def _conv_capability(node: torch.fx.Node) -> str | None:
-    plain_3d = node.target is aten.convolution.default and not node.args[6]
-    if _spatial_rank(node) == 3 and plain_3d:
+    if _spatial_rank(node) == 3 and node.target is aten.convolution.default:
         return None
     if _spatial_rank(node) not in (1, 2):
         return f"{_spatial_rank(node)}-d convolution: GE Conv3D has no float32 prototype"
@@ -112,6 +111,9 @@ def convolution(ctx, input, weight, bias, stride, padding, dilation, transposed,
                 groups):
     """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""  # noqa: E501
     out_dtype, out_shape = ctx.out_specs()[0]
+    if weight.rank == 5 and transposed:
+        return _conv_transpose3d(ctx, input, weight, bias, stride, padding, dilation,
+                                 output_padding, groups, out_shape)
     if weight.rank == 5:
         return _conv3d(ctx, input, weight, bias, stride, padding, dilation, groups, out_shape)
     x, w = _to_2d(ctx, input, "x2d"), _to_2d(ctx, weight, "w2d")
@@ -136,8 +138,7 @@ def _conv3d(ctx: LoweringContext, x: Value, w: Value, bias: Value | None, stride
     those kd slices stacked as channels (c, t) -> c*kd + t meet the weight reshaped to
     (O, C/g*kd, kh, kw); channel groups stay contiguous. Same products, same sums."""
     static_dims(ctx, x, w)
-    stride, padding, dilation = ([*v] * 3 if len(v) == 1 else list(v)
-                                 for v in (stride, padding, dilation))
+    stride, padding, dilation = (_three(v) for v in (stride, padding, dilation))
     n, c, _, h, wd = x.shape
     o, cg, kd, kh, kw = w.shape
     od, oh, ow = out_shape[2:]
@@ -160,6 +161,63 @@ def _conv3d(ctx: LoweringContext, x: Value, w: Value, bias: Value | None, stride
     if bias is not None and len(inputs) == 2:
         y = _add_bias(ctx, y, bias)
     return transpose(ctx, reshape(ctx, y, (n, od, o, oh, ow), "y5d"), [0, 2, 1, 3, 4], "y")
+
+
+def _three(values: Sequence[int]) -> list[int]:
+    return [*values] * 3 if len(values) == 1 else list(values)
+
+
+def _spread(ctx: LoweringContext, x: Value, axis: int, step: int) -> Value:
+    """``step - 1`` zeros inserted between neighbours along ``axis``."""
+    if step == 1 or x.shape[axis] == 1:
+        return x
+    n = x.shape[axis]
+    lifted = x.shape[:axis + 1] + (1,) + x.shape[axis + 1:]
+    zeros_shape = x.shape[:axis + 1] + (step - 1,) + x.shape[axis + 1:]
+    zeros = ctx.op("Fill", [int_list(ctx, zeros_shape, "zeros_shape"),
+                            ctx.const(0, x.dtype, "zero")], out=(x.dtype, zeros_shape),
+                   suffix=f"zeros{axis}")
+    pair = ctx.op("ConcatV2", [[reshape(ctx, x, lifted, f"lift{axis}"), zeros],
+                               ctx.const(axis + 1, torch.int64, "axis")], {"N": 2},
+                  out=(x.dtype, x.shape[:axis + 1] + (step,) + x.shape[axis + 1:]),
+                  suffix=f"interleave{axis}")
+    merged = reshape(ctx, pair, x.shape[:axis] + (n * step,) + x.shape[axis + 1:],
+                     f"merge{axis}")
+    return strided_slice(ctx, merged, [axis], [0], [(n - 1) * step + 1], [1],
+                         suffix=f"spread{axis}")
+
+
+def _conv_transpose3d(ctx: LoweringContext, x: Value, w: Value, bias: Value | None, stride,
+                      padding, dilation, output_padding, groups,
+                      out_shape: Sequence[int]) -> Value:
+    """conv_transpose3d by its defining identity: a stride-1 conv3d of the input with
+    ``stride - 1`` zeros between elements, edges padded by ``d*(k-1) - p`` (``+ op`` after;
+    cropped where negative), and the weight flipped with in/out channels swapped per group.
+    The inserted zeros add exact zeros to each sum."""
+    static_dims(ctx, x, w)
+    s, p, d, op = (_three(v) for v in (stride, padding, dilation, output_padding))
+    cin, cog, *k = w.shape
+    for axis in range(3):
+        x = _spread(ctx, x, axis + 2, s[axis])
+    before = [d[i] * (k[i] - 1) - p[i] for i in range(3)]
+    after = [before[i] + op[i] for i in range(3)]
+    pads = [0, 0, 0, 0] + [v for i in range(3) for v in (max(before[i], 0), max(after[i], 0))]
+    if any(pads):
+        shape = x.shape[:2] + tuple(x.shape[2 + i] + pads[4 + 2 * i] + pads[5 + 2 * i]
+                                    for i in range(3))
+        x = ctx.op("PadV3", [x, int_list(ctx, pads, "paddings"), ctx.const(0, x.dtype, "zero")],
+                   {"mode": "constant"}, out=(x.dtype, shape), suffix="pad")
+    if min(before + after) < 0:  # negative padding crops
+        lo = [max(-b, 0) for b in before]
+        hi = [x.shape[2 + i] - max(-after[i], 0) for i in range(3)]
+        x = strided_slice(ctx, x, [2, 3, 4], lo, hi, [1, 1, 1], suffix="crop")
+    g = int(groups)
+    wt = reshape(ctx, w, (g, cin // g, cog, *k), "w_groups")
+    wt = transpose(ctx, wt, [0, 2, 1, 3, 4, 5], "w_swap")
+    wt = reshape(ctx, wt, (g * cog, cin // g, *k), "w_swapped")
+    wt = move(ctx, "ReverseV2", [wt, int_list(ctx, [2, 3, 4], "flip_axes")],
+              out=(wt.dtype, wt.shape), suffix="w_flip")
+    return _conv3d(ctx, x, wt, bias, [1], [0], d, g, out_shape)
 
 
 @register(aten.convolution_backward.default, capability=_conv_capability)

@@ -1,8 +1,8 @@
 """Converters closed from the OpInfo sweep, compiled with fallback="error" vs eager:
 median / nanmedian, mode, ord=0 norms, histc, segment_reduce (reduction.py);
 scatter_reduce / index_reduce amax, amin, mean, prod, nonzero_static (index.py);
-_trilinear (matmul.py); 3-d adaptive pooling and grid sampling (vision.py); conv3d as a
-Conv2D (conv.py)."""
+_trilinear (matmul.py); 3-d adaptive pooling and grid sampling (vision.py); conv3d and
+conv_transpose3d as a Conv2D (conv.py)."""
 
 from __future__ import annotations
 
@@ -313,3 +313,27 @@ def test_conv3d(dtype, kwargs):
     f = torch.nn.functional.conv3d
     check(lambda x, w, b: (f(x, w, b, groups=2, **kwargs), f(x[:1, :3], w, **kwargs)), x, w, b,
           ge="Conv2D", rtol=rtol, atol=atol)
+
+
+CONV_T3D = [dict(stride=2, padding=2, output_padding=1),
+            dict(stride=(3, 2, 1), padding=(1, 2, 3), output_padding=(2, 1, 0), dilation=2),
+            dict(), dict(stride=2, padding=(0, 1, 3), dilation=(1, 2, 1))]
+
+
+@pytest.mark.parametrize("kwargs", CONV_T3D, ids=str)
+@pytest.mark.parametrize("dtype", [F32, F16, BF16])
+def test_conv_transpose3d(dtype, kwargs):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 4, 3, 4, 5, generator=g).to(dtype)
+    w, b = torch.randn(4, 3, 3, 2, 4, generator=g).to(dtype), torch.randn(6, generator=g).to(dtype)
+    rtol, atol = TOLERANCES.get(dtype, (1e-5, 1e-5))
+    f = torch.nn.functional.conv_transpose3d
+    check(lambda x, w, b: (f(x, w, b, groups=2, **kwargs), f(x[:1, :2], w[:2], **kwargs)),
+          x, w, b, ge="Conv2D", rtol=rtol, atol=atol)
+
+
+def test_conv3d_backward_falls_back():
+    x, w = torch.randn(1, 2, 4, 4, 4, requires_grad=True), torch.randn(3, 2, 2, 2, 2)
+    with pytest.raises(Exception, match="convolution_backward"):
+        torch.compile(torch.nn.functional.conv3d, backend="npu", options=STRICT)(x, w).sum() \
+            .backward()
