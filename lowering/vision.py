@@ -215,3 +215,36 @@ def adaptive_max_pool3d(ctx, self, output_size):
     ys = ctx.op("MaxPool3DWithArgmaxV2", [x], attrs, out=out, suffix="pool")
     return tuple(reshape(ctx, y, s, n) for y, (_, s), n in zip(ys, ctx.out_specs(),
                                                                ("values", "indices")))
+
+
+# ---- anti-aliased bilinear resize ------------------------------------------------------------
+# No GE resize takes an anti-aliasing filter. The op is separable and linear: torch runs a
+# horizontal then a vertical pass of fixed per-output weights, so each pass is a MatMulV2 with
+# those weights, taken from the op itself applied to a float32 identity (1-row images).
+def _aa_weights(n_in: int, n_out: int, align_corners: bool, scale: float | None) -> torch.Tensor:
+    """(n_in, n_out): the weight of input i in output o."""
+    eye = torch.eye(n_in, dtype=torch.float32).reshape(n_in, 1, 1, n_in)
+    y = aten._upsample_bilinear2d_aa(eye, [1, n_out], align_corners, None, scale)
+    return y.reshape(n_in, n_out)
+
+
+def _only_float32(node: torch.fx.Node) -> str | None:
+    dtype = node.meta["val"].dtype
+    return None if dtype == torch.float32 else f"anti-aliased resize of {dtype}"
+
+
+@register(aten._upsample_bilinear2d_aa.default, capability=_only_float32, dynamic=False)
+def upsample_bilinear2d_aa(ctx, self, output_size, align_corners, scales_h=None,
+                           scales_w=None):
+    """_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""  # noqa: E501
+    static_dims(ctx, self)
+    n, c, h, w = self.shape
+    oh, ow = (int(s) for s in output_size)
+    x = reshape(ctx, self, (n * c * h, w), "rows")
+    ww = ctx.const(_aa_weights(w, ow, align_corners, scales_w), torch.float32, "w_weights")
+    x = ctx.op("MatMulV2", [x, ww], out=(self.dtype, (n * c * h, ow)), suffix="horizontal")
+    x = transpose(ctx, reshape(ctx, x, (n * c, h, ow), "planes"), [0, 2, 1], "columns")
+    wh = ctx.const(_aa_weights(h, oh, align_corners, scales_h), torch.float32, "h_weights")
+    x = ctx.op("MatMulV2", [reshape(ctx, x, (n * c * ow, h), "cols"), wh],
+               out=(self.dtype, (n * c * ow, oh)), suffix="vertical")
+    return transpose(ctx, reshape(ctx, x, (n, c, ow, oh), "unflat"), [0, 1, 3, 2], "")

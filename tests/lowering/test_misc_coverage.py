@@ -1,8 +1,8 @@
 """Converters closed from the OpInfo sweep, compiled with fallback="error" vs eager:
 median / nanmedian, mode, ord=0 norms, histc, segment_reduce (reduction.py);
 scatter_reduce / index_reduce amax, amin, mean, prod, nonzero_static (index.py);
-_trilinear (matmul.py); 3-d adaptive pooling and grid sampling (vision.py); conv3d and
-conv_transpose3d as a Conv2D (conv.py)."""
+_trilinear (matmul.py); 3-d adaptive pooling, grid sampling, anti-aliased resize
+(vision.py); conv3d and conv_transpose3d as a Conv2D (conv.py)."""
 
 from __future__ import annotations
 
@@ -337,3 +337,13 @@ def test_conv3d_backward_falls_back():
     with pytest.raises(Exception, match="convolution_backward"):
         torch.compile(torch.nn.functional.conv3d, backend="npu", options=STRICT)(x, w).sum() \
             .backward()
+
+
+# ---- anti-aliased bilinear resize -----------------------------------------------------------
+@pytest.mark.parametrize("kwargs", [dict(size=(3, 3)), dict(size=(25, 7)),
+                                    dict(scale_factor=(1.7, 0.9)),
+                                    dict(scale_factor=(0.8, 1.0), align_corners=True)], ids=str)
+def test_upsample_bilinear2d_aa(kwargs):
+    x = torch.randn(2, 3, 10, 20, generator=torch.Generator().manual_seed(0))
+    check(lambda t: torch.nn.functional.interpolate(t, mode="bilinear", antialias=True,
+                                                    **kwargs), x, ge="MatMulV2")
