@@ -1,0 +1,463 @@
+"""Special math functions (gamma family, erfcx, Bessel, Chebyshev, frexp) as GE compositions.
+
+[Note: special functions without a GE op]
+GE has no Lgamma, Digamma, Polygamma, Erfcx, Chebyshev or Frexp op, so each converter here
+composes GE elementwise ops from the mathematics, computed in float64 (every op used takes
+DT_DOUBLE) and rounded once to the output dtype, so float32/16/bf16 results agree with
+eager's to within its own rounding:
+
+* gamma family: the recurrence ``f(x) = f(x + 8) - (shift terms)`` moves the argument to
+  ``x >= 8``, where the Stirling / asymptotic series in Bernoulli numbers converge to double
+  precision in eight terms; negative arguments use the reflection formulas, with ``sin(pi r)``
+  evaluated at ``r = x - round(x)`` (exact in double) so poles stay exact.
+* polygamma ``n >= 2`` is ``(-1)^(n+1) n! zeta(n + 1, x)`` with GE ``Zeta``, in the input's
+  float dtype as torch computes it.
+* erfcx: ``exp(x^2) erfc(x)`` while ``erfc`` is representable, its asymptotic series beyond.
+* modified Bessel ``I0``/``I1``: GE's scaled ``BesselI0e``/``BesselI1e`` times ``exp(|x|)``.
+* Chebyshev ``T, U, V, W`` of integer degree ``n`` (a tensor): the trigonometric closed forms
+  for ``|x| <= 1`` and hyperbolic ones for ``|x| > 1``, with torch's conventions for
+  ``n < 0``, ``|x| == 1``, non-finite ``x`` and overflow (its recurrence turns an overflow
+  two steps before degree ``n`` into NaN).
+* frexp: the IEEE exponent and mantissa fields of the float64 bits (Bitcast, shifts, masks).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from functools import cache
+from typing import Any
+
+import torch
+
+from npu_inductor.ge.ir import Value
+from npu_inductor.lowering.context import LoweringContext
+from npu_inductor.lowering.elementwise import bshape, pointwise, select, supports
+from npu_inductor.lowering.helpers import as_value, cast
+from npu_inductor.lowering.registry import register
+
+aten = torch.ops.aten
+F64 = torch.float64
+_SHIFT = 8  # recurrence shift: the asymptotic series below are double-accurate from x >= 8
+
+
+@cache
+def bernoulli(m: int) -> Fraction:
+    """Bernoulli number B_m (B_1 = -1/2) from sum_{k<=m} C(m+1, k) B_k = 0."""
+    b = [Fraction(1)]
+    for j in range(1, m + 1):
+        b.append(-sum(math.comb(j + 1, k) * b[k] for k in range(j)) / (j + 1))
+    return b[m]
+
+
+class Math:
+    """Float64 GE arithmetic for one converter; operands are Values or Python numbers."""
+
+    def __init__(self, ctx: LoweringContext, dtype: torch.dtype = F64) -> None:
+        self.ctx, self.dtype = ctx, dtype
+
+    def op(self, ge_type: str, *xs: Any, attrs: dict[str, Any] | None = None) -> Value:
+        return pointwise(self.ctx, ge_type, xs, self.dtype, attrs, suffix=ge_type.lower())
+
+    def test(self, ge_type: str, *xs: Any) -> Value:
+        return pointwise(self.ctx, ge_type, xs, self.dtype, y_dtype=torch.bool,
+                         suffix=ge_type.lower())
+
+    def value(self, x: Any) -> Value:
+        return as_value(self.ctx, x, self.dtype)
+
+    def add(self, a: Any, b: Any) -> Value:
+        return self.op("Add", a, b)
+
+    def sub(self, a: Any, b: Any) -> Value:
+        return self.op("Sub", a, b)
+
+    def mul(self, a: Any, b: Any) -> Value:
+        return self.op("Mul", a, b)
+
+    def div(self, a: Any, b: Any) -> Value:
+        return self.op("RealDiv", a, b)
+
+    def where(self, cond: Value, a: Any, b: Any) -> Value:
+        return select(self.ctx, cond, a, b, self.dtype, suffix="sel")
+
+    def both(self, a: Value, b: Value) -> Value:
+        return self.ctx.op("LogicalAnd", [a, b], out=(torch.bool, bshape(a.shape, b.shape)),
+                           suffix="and")
+
+    def either(self, a: Value, b: Value) -> Value:
+        return self.ctx.op("LogicalOr", [a, b], out=(torch.bool, bshape(a.shape, b.shape)),
+                           suffix="or")
+
+    def poly(self, x: Value, coeffs: Sequence[float]) -> Value:
+        """sum_k coeffs[k] x^k by Horner's rule."""
+        acc: Any = coeffs[-1]
+        for c in reversed(coeffs[:-1]):
+            acc = self.add(self.mul(x, acc), c)
+        return self.value(acc)
+
+    def sin_pi_reduced(self, x: Value) -> tuple[Value, Value]:
+        """(r, sin(pi r)) with r = x - round(x) in [-1/2, 1/2] (exact in float64)."""
+        r = self.sub(x, self.op("Round", x))
+        return r, self.op("Sin", self.mul(r, math.pi))
+
+
+def _out(ctx: LoweringContext, y: Value) -> Value:
+    return cast(ctx, y, ctx.out_dtype)
+
+
+def _series(m: Math, w: Value, coeffs: Sequence[float]) -> Value:
+    """sum_k coeffs[k] t^k with t = 1 / w^2 (the asymptotic series below are in t)."""
+    return m.poly(m.div(1.0, m.mul(w, w)), coeffs)
+
+
+# ---- gamma family ------------------------------------------------------------------------
+# ln Gamma(w) ~ (w - 1/2) ln w - w + ln(2 pi)/2 + sum_k B_2k / (2k (2k-1) w^(2k-1))
+_LGAMMA_TAIL = [float(bernoulli(2 * k) / (2 * k * (2 * k - 1))) for k in range(1, 9)]
+# psi(w) ~ ln w - 1/(2w) - sum_k B_2k / (2k w^2k);  psi'(w) ~ 1/w + 1/(2w^2) + sum B_2k / w^(2k+1)
+_DIGAMMA_TAIL = [0.0] + [-float(bernoulli(2 * k) / (2 * k)) for k in range(1, 9)]
+_TRIGAMMA_TAIL = [1.0] + [float(bernoulli(2 * k)) for k in range(1, 9)]
+
+
+def _shifted(m: Math, z: Value) -> tuple[Value, Value]:
+    """(small, w): small = z < 8, w = z + 8 there (else z)."""
+    small = m.test("Less", z, float(_SHIFT))
+    return small, m.where(small, m.add(z, float(_SHIFT)), z)
+
+
+def lgamma_pos(m: Math, z: Value) -> Value:
+    """ln|Gamma(z)| for z >= 0 (+inf at 0)."""
+    small, w = _shifted(m, z)
+    prod = z
+    for k in range(1, _SHIFT):
+        prod = m.mul(prod, m.add(z, float(k)))
+    log_w = m.op("Log", w)
+    # (w - 1/2)(ln w - 1) - 1/2 == (w - 1/2) ln w - w, without inf - inf at w = inf
+    head = m.sub(m.mul(m.sub(w, 0.5), m.sub(log_w, 1.0)), 0.5 - 0.5 * math.log(2 * math.pi))
+    inv = m.div(1.0, w)
+    tail = m.mul(inv, _series(m, w, _LGAMMA_TAIL))
+    lg = m.add(head, tail)
+    return m.where(small, m.sub(lg, m.op("Log", m.op("Abs", prod))), lg)
+
+
+def lgamma(m: Math, x: Value) -> Value:
+    neg = m.test("Less", x, 0.0)
+    z = m.where(neg, m.sub(1.0, x), x)
+    pos = lgamma_pos(m, z)
+    # ln|Gamma(x)| = ln(pi / |sin(pi x)|) - ln Gamma(1 - x): +inf at the poles (sin = 0)
+    _, s = m.sin_pi_reduced(x)
+    refl = m.sub(m.sub(math.log(math.pi), m.op("Log", m.op("Abs", s))), pos)
+    y = m.where(neg, refl, pos)
+    return m.where(m.test("IsInf", x), math.inf, y)  # torch: lgamma(+-inf) = +inf
+
+
+def digamma_pos(m: Math, z: Value) -> Value:
+    """psi(z) for z >= 0 (or -0.0): -inf at +0, +inf at -0 as 1/z gives."""
+    small, w = _shifted(m, z)
+    recip = m.div(1.0, z)
+    for k in range(1, _SHIFT):
+        recip = m.add(recip, m.div(1.0, m.add(z, float(k))))
+    inv = m.div(1.0, w)
+    head = m.sub(m.op("Log", w), m.mul(inv, 0.5))
+    psi = m.add(head, _series(m, w, _DIGAMMA_TAIL))
+    return m.where(small, m.sub(psi, recip), psi)
+
+
+def digamma(m: Math, x: Value) -> Value:
+    neg = m.test("Less", x, 0.0)
+    z = m.where(neg, m.sub(1.0, x), x)
+    pos = digamma_pos(m, z)
+    # psi(x) = psi(1 - x) - pi / tan(pi r), r = x - trunc(x) in (-1, 0] (exact) as torch
+    # reduces it (in float64 also for float32 inputs); NaN at negative integers and -inf
+    r = m.sub(x, m.op("Ceil", x))
+    refl = m.sub(pos, m.div(math.pi, m.op("Tan", m.mul(r, math.pi))))
+    bad = m.both(neg, m.test("Equal", r, 0.0))
+    return m.where(neg, m.where(bad, math.nan, refl), pos)
+
+
+def trigamma_pos(m: Math, z: Value) -> Value:
+    small, w = _shifted(m, z)
+    recip = m.div(1.0, m.mul(z, z))
+    for k in range(1, _SHIFT):
+        zk = m.add(z, float(k))
+        recip = m.add(recip, m.div(1.0, m.mul(zk, zk)))
+    inv = m.div(1.0, w)
+    psi1 = m.mul(inv, m.add(m.mul(inv, 0.5), _series(m, w, _TRIGAMMA_TAIL)))
+    return m.where(small, m.add(psi1, recip), psi1)
+
+
+def trigamma(m: Math, x: Value, sin_dtype: torch.dtype) -> Value:
+    """psi'(x); reflected below 1/2 as torch does, psi'(x) = pi^2 / sin^2(pi x) - psi'(1 - x),
+    with sin(pi x) evaluated in ``sin_dtype`` (the input's float dtype, as torch rounds pi x:
+    near negative integers that rounding dominates the result, e.g. psi'(-1) is finite)."""
+    low = m.test("Less", x, 0.5)
+    pos = trigamma_pos(m, m.where(low, m.sub(1.0, x), x))
+    sm = Math(m.ctx, sin_dtype)
+    s = m.value(sm.op("Sin", sm.mul(sm.value(x), math.pi)))
+    refl = m.sub(m.div(math.pi ** 2, m.mul(s, s)), pos)
+    return m.where(low, refl, pos)
+
+
+def _float_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The float dtype torch evaluates a special function of ``dtype`` inputs in."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+_GAMMA_OPS = ("Add", "Sub", "Mul", "RealDiv", "Log", "Sin", "Tan", "Round", "Abs", "SelectV2")
+
+
+def _unary64(fn: Callable[[Math, Value], Value]) -> Callable:
+    def convert(ctx, *args, **kwargs):  # one tensor argument (``self`` or ``x``)
+        (x,) = (*args, *kwargs.values())
+        m = Math(ctx)
+        return _out(ctx, fn(m, m.value(x)))
+    return convert
+
+
+register(aten.lgamma.default, capability=supports(*_GAMMA_OPS))(_unary64(lgamma))
+register(aten.digamma.default, capability=supports(*_GAMMA_OPS))(_unary64(digamma))
+
+
+def _polygamma_capability(node: torch.fx.Node) -> str | None:
+    n = node.args[0]
+    if not isinstance(n, int) or n < 0:
+        return f"polygamma order {n!r} is not a non-negative int"
+    return supports(*_GAMMA_OPS, "Zeta")(node)
+
+
+@register(aten.polygamma.default, capability=_polygamma_capability)
+def polygamma(ctx, n, self):
+    """polygamma(int n, Tensor self) -> Tensor"""
+    m = Math(ctx)
+    if n == 0:
+        return _out(ctx, digamma(m, m.value(self)))
+    fd = _float_dtype(ctx.out_dtype)
+    if n == 1:
+        return _out(ctx, trigamma(m, m.value(self), fd))
+    # (-1)^(n+1) n! zeta(n + 1, x), in the float dtype torch evaluates it in
+    zm = Math(ctx, fd)
+    zeta = zm.op("Zeta", float(n + 1), zm.value(self))
+    sign = 1.0 if n % 2 else -1.0
+    return _out(ctx, zm.mul(zeta, sign * math.exp(math.lgamma(n + 1))))
+
+
+# ---- error function ----------------------------------------------------------------------
+_ERFCX_ASYMPTOTIC = 25.0  # erfc(25) ~ 1e-273 is still a normal double
+# erfcx(x) ~ 1/(x sqrt(pi)) sum_k (-1)^k (2k-1)!! / (2x^2)^k
+_ERFCX_TAIL = [(-1) ** k * math.prod(range(1, 2 * k, 2)) / 2.0 ** k for k in range(10)]
+
+
+def erfcx(m: Math, x: Value) -> Value:
+    direct = m.mul(m.op("Exp", m.mul(x, x)), m.op("Erfc", x))
+    series = m.div(_series(m, x, _ERFCX_TAIL), m.mul(x, math.sqrt(math.pi)))
+    return m.where(m.test("Less", x, _ERFCX_ASYMPTOTIC), direct, series)
+
+
+register(aten.special_erfcx.default,
+         capability=supports("Exp", "Erfc", "Mul", "RealDiv", "SelectV2"))(_unary64(erfcx))
+
+
+# ---- Bessel ------------------------------------------------------------------------------
+def _scaled_bessel(ge_type: str) -> Callable[[Math, Value], Value]:
+    def fn(m: Math, x: Value) -> Value:
+        # I(x) = Ie(x) exp(|x|). torch forms exp(|x|) in the input's float dtype, so a float32
+        # result is inf from |x| ~ 88.7 on (where exp overflows), though I(x) would still fit.
+        em = Math(m.ctx, _float_dtype(m.ctx.out_dtype))
+        growth = m.value(em.op("Exp", em.value(m.op("Abs", x))))
+        return m.mul(m.op(ge_type, x), growth)
+    return fn
+
+
+register(aten.special_modified_bessel_i0.default,
+         capability=supports("BesselI0e", "Exp"))(_unary64(_scaled_bessel("BesselI0e")))
+register(aten.special_modified_bessel_i1.default,
+         capability=supports("BesselI1e", "Exp"))(_unary64(_scaled_bessel("BesselI1e")))
+
+
+def spherical_j0(m: Math, x: Value) -> Value:
+    # sin(x) / x: 1 at 0 (the limit), 0 at +-inf (torch)
+    y = m.div(m.op("Sin", x), x)
+    y = m.where(m.test("Equal", x, 0.0), 1.0, y)
+    return m.where(m.test("IsInf", x), 0.0, y)
+
+
+register(aten.special_spherical_bessel_j0.default,
+         capability=supports("Sin", "RealDiv", "SelectV2"))(_unary64(spherical_j0))
+
+
+# ---- Chebyshev polynomials ---------------------------------------------------------------
+# Per kind: (degree offset a, trig fn, half-angle denominator) for |x| <= 1, x = cos(th):
+#   T_n = cos(n th), U_n = sin((n+1) th) / sin(th),
+#   V_n = cos((n+1/2) th) / cos(th/2), W_n = sin((n+1/2) th) / sin(th/2),
+# and the hyperbolic forms with x = cosh(t) for x > 1 (x < -1: P_n(x) = (-1)^n P'_n(-x),
+# P' = P for T, U and V <-> W). Values at x = 1 and x = -1 (up to (-1)^n) as (c0, c1): c0 +
+# c1 n; torch's own conventions there.
+_KINDS = {
+    "t": (0.0, "cos", None, (1, 0), (1, 0)),
+    "u": (1.0, "sin", 1.0, (1, 1), (1, 1)),
+    "v": (0.5, "cos", 0.5, (1, 0), (1, 2)),
+    "w": (0.5, "sin", 0.5, (1, 2), (1, 0)),
+}
+_MIRROR = {"t": "t", "u": "u", "v": "w", "w": "v"}
+
+
+def _trig(m: Math, kind: str, k: Value, th: Value) -> Value:
+    """P_k(cos th) for |x| <= 1 (x = +-1 excluded: handled by the caller)."""
+    a, fn, den, _, _ = _KINDS[kind]
+    angle = m.mul(m.add(k, a), th)
+    num = m.op("Cos" if fn == "cos" else "Sin", angle)
+    if den is None:
+        return num
+    half = m.mul(th, den)
+    return m.div(num, m.op("Cos" if fn == "cos" else "Sin", half))
+
+
+def _hyp(m: Math, kind: str, k: Value, t: Value) -> Value:
+    """P_k(cosh t) for t > 0."""
+    a, fn, den, _, _ = _KINDS[kind]
+    num = m.op("Cosh" if fn == "cos" else "Sinh", m.mul(m.add(k, a), t))
+    if den is None:
+        return num
+    return m.div(num, m.op("Cosh" if fn == "cos" else "Sinh", m.mul(t, den)))
+
+
+def _hyp_signed(m: Math, kind: str, k: Value, t: Value, neg: Value) -> Value:
+    """|P_k(x)| for |x| > 1, x = +-cosh t (the sign is applied by the caller)."""
+    own = _hyp(m, kind, k, t)
+    if _MIRROR[kind] == kind:
+        return own
+    return m.where(neg, _hyp(m, _MIRROR[kind], k, t), own)
+
+
+# torch evaluates the trigonometric form itself only above these degrees (and |x| < 1), in
+# the input's float dtype; below them it runs the recurrence, which the float64 closed
+# forms match. Where torch uses the trigonometric form its float32 rounding of acos(x) and
+# of the phase dominates (e.g. U_n near x = -1), so that branch is mirrored in its dtype.
+_TRIG_ABOVE = {("t", False): 6, ("u", False): 8, ("v", False): 8, ("w", False): 8,
+               ("t", True): 6, ("u", True): 6, ("v", True): 6, ("w", True): 4}
+
+
+def _as_torch_trig(m: Math, x: Value, ni: Value, odd: Value, kind: str, shifted: bool,
+                   fd: torch.dtype) -> tuple[Value, Value]:
+    """(use, value): torch's trigonometric branch (n above the threshold, |x'| < 1 with x'
+    rounded in ``fd``) and its value, computed in ``fd`` as torch does."""
+    fm = Math(m.ctx, fd)
+    xf = fm.value(x)
+    if shifted:
+        xf = fm.sub(fm.add(xf, xf), 1.0)
+    use = m.both(m.test("Greater", ni, float(_TRIG_ABOVE[kind, shifted])),
+                 fm.test("Less", fm.op("Abs", xf), 1.0))
+    th = fm.op("Acos", fm.op("Maximum", fm.op("Minimum", xf, 1.0), -1.0))
+    y = m.value(_trig(fm, kind, fm.value(ni), th))
+    if kind in "vw":  # torch's guard against a vanishing half-angle denominator
+        half = fm.mul(th, 0.5)
+        hit = fm.test("Equal", fm.op("Sin" if kind == "v" else "Cos", half), 1.0)
+        two_n1 = m.add(m.add(ni, ni), 1.0)
+        sign = m.where(odd, -1.0, 1.0)  # (-1)^n, whatever the sign of x
+        if kind == "v":
+            y = m.where(hit, m.mul(sign, two_n1), y)
+        elif shifted:
+            y = m.where(hit, sign, y)
+        else:
+            y = m.where(hit, m.where(m.test("Greater", x, 0.0), two_n1, sign), y)
+    return use, y
+
+
+def chebyshev(m: Math, x: Value, n: Value, kind: str, shifted: bool, fd: torch.dtype) -> Value:
+    """torch's (shifted_)chebyshev_polynomial_{kind}(x, n) with x, n in float64: n truncated
+    to an integer (NaN, inf and |n| >= 2^63 give 0, as torch's int64 cast yields INT64_MIN
+    there), 0 for n < 0."""
+    ni = m.where(m.test("Less", n, 0.0), m.op("Ceil", n), m.op("Floor", n))
+    valid = m.both(m.test("GreaterEqual", ni, 0.0),
+                   m.test("Less", m.op("Abs", n), 2.0 ** 63))
+    xs = m.sub(m.add(x, x), 1.0) if shifted else x  # exact in float64
+    neg = m.test("Less", xs, 0.0)
+    odd = m.test("Equal", m.op("FloorMod", ni, 2.0), 1.0)
+    sign = m.where(m.both(neg, odd), -1.0, 1.0)  # (-1)^n where x < 0
+    ax = m.op("Abs", xs)
+    th = m.op("Acos", m.op("Maximum", m.op("Minimum", xs, 1.0), -1.0))
+    inside = _trig(m, kind, ni, th)
+    t = m.op("Acosh", m.op("Maximum", ax, 1.0))
+    outside = m.mul(sign, _hyp_signed(m, kind, ni, t, neg))
+    y = m.where(m.test("LessEqual", ax, 1.0), inside, outside)
+    # torch's recurrence P_{k+1} = 2x P_k - P_{k-1} gives inf - inf = NaN two steps after
+    # it overflows: NaN once |P_{n-2}| passes the dtype's max (and for x = +-inf, n >= 3)
+    before = _hyp_signed(m, kind, m.sub(ni, 2.0), t, neg)
+    fmax = torch.finfo(fd).max
+    overflow = m.both(m.test("Greater", before, fmax), m.test("GreaterEqual", ni, 2.0))
+    y = m.where(overflow, math.nan, y)
+    at_inf = m.where(m.test("GreaterEqual", ni, 3.0), math.nan, m.mul(sign, math.inf))
+    y = m.where(m.test("IsInf", xs), at_inf, y)
+    use, trig = _as_torch_trig(m, x, ni, odd, kind, shifted, fd)
+    y = m.where(use, trig, y)
+    _, _, _, (p0, p1), (q0, q1) = _KINDS[kind]
+    y = m.where(m.test("Equal", xs, 1.0), m.add(m.mul(ni, float(p1)), float(p0)), y)
+    y = m.where(m.test("Equal", xs, -1.0), m.mul(sign, m.add(m.mul(ni, float(q1)), float(q0))),
+                y)
+    y = m.where(m.test("Equal", ni, 0.0), 1.0, y)
+    return m.where(valid, y, 0.0)
+
+
+_CHEBYSHEV_OPS = ("Acos", "Acosh", "Cos", "Sin", "Cosh", "Sinh", "FloorMod", "Ceil", "Floor",
+                  "Minimum", "Maximum", "RealDiv", "SelectV2")
+
+
+def _register_chebyshev(kind: str, shifted: bool) -> None:
+    prefix = "special_shifted_chebyshev_polynomial_" if shifted else \
+        "special_chebyshev_polynomial_"
+    packet = getattr(aten, prefix + kind)
+
+    @register(packet.default, packet.x_scalar, packet.n_scalar,
+              capability=supports(*_CHEBYSHEV_OPS))
+    def convert(ctx, x, n):
+        m = Math(ctx)
+        y = chebyshev(m, m.value(x), m.value(n), kind, shifted, _float_dtype(ctx.out_dtype))
+        return _out(ctx, y)
+
+
+for _kind in "tuvw":
+    _register_chebyshev(_kind, False)
+    _register_chebyshev(_kind, True)
+
+
+# ---- frexp -------------------------------------------------------------------------------
+_EXP_MASK = 0x7FF << 52
+_KEEP_SIGN_AND_FRACTION = ~_EXP_MASK  # as a signed int64: 0x800FFFFFFFFFFFFF
+_HALF_EXPONENT = 1022 << 52  # the exponent field of 0.5
+
+
+def _frexp_capability(node: torch.fx.Node) -> str | None:
+    x = node.args[0].meta.get("val")
+    if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
+        return "frexp needs a floating tensor"
+    return None  # computes in float64 / int64 whatever the input dtype: all ops take those
+
+
+@register(aten.frexp.Tensor, capability=_frexp_capability)
+def frexp(ctx, self):
+    """frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)"""
+    # No GE Frexp: read the float64 exponent field (every float16/bfloat16/float32 value,
+    # subnormals included, is a normal float64) and replace it with 0.5's.
+    m = Math(ctx)
+    x = m.value(self)
+    bias = 1022
+    if self.dtype == F64:  # float64 subnormals: scale into the normal range first
+        tiny = m.test("Less", m.op("Abs", x), 2.0 ** -1022)
+        x_n = m.where(tiny, m.mul(x, 2.0 ** 54), x)
+        bias = m.where(tiny, 1022.0 + 54, 1022.0)
+    else:
+        x_n = x
+    bits = ctx.op("Bitcast", [x_n], {"type": torch.int64}, out=(torch.int64, x.shape),
+                  suffix="bits")
+    im = Math(ctx, torch.int64)
+    field = im.op("BitwiseAnd", im.op("RightShift", bits, 52), 0x7FF)
+    exponent = m.sub(cast(ctx, field, F64), bias)
+    mbits = im.op("BitwiseOr", im.op("BitwiseAnd", bits, _KEEP_SIGN_AND_FRACTION),
+                  _HALF_EXPONENT)
+    mantissa = ctx.op("Bitcast", [mbits], {"type": F64}, out=(F64, x.shape), suffix="mant")
+    # 0, +-inf and NaN (exponent field all ones): (x, 0) as torch (std::frexp) returns
+    special = m.either(m.test("Equal", x, 0.0), im.test("Equal", field, 0x7FF))
+    mantissa = m.where(special, x, mantissa)
+    exponent = m.where(special, 0.0, exponent)
+    return cast(ctx, mantissa, self.dtype), cast(ctx, exponent, torch.int32)
