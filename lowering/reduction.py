@@ -574,3 +574,91 @@ def segment_reduce(ctx, data, reduce, lengths=None, indices=None, offsets=None, 
         y = mean
     return cast(ctx, strided_slice(ctx, y, [0], [0], [count], [1], suffix="segments"),
                 out_dtype)
+
+
+# ---- histogram ------------------------------------------------------------------------------
+# torch CPU's histogram: an element x in [e_0, e_last] goes to bin upper_bound(edges, x) - 1,
+# the last bin closed; weights (else 1) accumulate per bin; density divides by the total and
+# the bin widths. bin_ct edges are linspace(left, right, bins + 1) in x's dtype: computed
+# here with torch.linspace when the range is static (a runtime linspace would have to match
+# torch's kernel bit for bit), or just [min, max] for one bin over the data's range.
+def _histogram_ok(node: torch.fx.Node) -> str | None:
+    x = node.args[0].meta["val"]
+    if x.dtype != torch.float32:  # SearchSorted has no float64
+        return f"histogram of {x.dtype}"
+    weight = node.kwargs.get("weight")
+    if weight is None and x.numel() > _EXACT_COUNT[x.dtype]:
+        return f"histogram counts of {x.numel()} elements are inexact in {x.dtype}"
+    if node.target is aten.histogram.bin_ct:
+        bins = node.args[1] if len(node.args) > 1 else node.kwargs.get("bins", 100)
+        rng = node.kwargs.get("range")
+        if rng is None and (bins != 1 or x.numel() == 0):
+            return "histogram edges over the data's range need a runtime linspace"
+        if rng is not None and not (math.isfinite(rng[0]) and math.isfinite(rng[1])
+                                    and rng[0] <= rng[1]):
+            return "histogram range that eager rejects"
+    return None
+
+
+def _histogram(ctx: LoweringContext, x: Value, edges: Value, weight: Value | None,
+               density: bool) -> tuple[Value, Value]:
+    static_dims(ctx, x, edges)
+    n, k, dtype = math.prod(x.shape), edges.shape[0] - 1, x.dtype
+    flat = reshape(ctx, x, (n,), "flat")
+    pos = ctx.op("SearchSorted", [edges, flat], {"dtype": torch.int64, "right": True},
+                 out=(torch.int64, (n,)), suffix="upper")
+    pos = pointwise(ctx, "Minimum", [pointwise(ctx, "Sub", [pos, 1], torch.int64,
+                                               suffix="below"), k - 1], torch.int64,
+                    suffix="bin")
+    first = strided_slice(ctx, edges, [0], [0], [1], [1], suffix="first")
+    last = strided_slice(ctx, edges, [0], [k], [k + 1], [1], suffix="last")
+    inside = ctx.op("LogicalAnd", [
+        pointwise(ctx, "GreaterEqual", [flat, first], dtype, y_dtype=torch.bool, suffix="ge"),
+        pointwise(ctx, "LessEqual", [flat, last], dtype, y_dtype=torch.bool, suffix="le")],
+        out=(torch.bool, (n,)), suffix="inside")
+    target = reshape(ctx, select(ctx, inside, pos, k, torch.int64, suffix="target"), (n, 1),
+                     "nd")
+    amount = (reshape(ctx, cast(ctx, weight, dtype), (n,), "weights") if weight is not None
+              else filled(ctx, (n,), 1, dtype))
+    hist = ctx.op("ScatterNonAliasingAdd", [filled(ctx, (k + 1,), 0, dtype), target, amount],
+                  out=(dtype, (k + 1,)), suffix="count")
+    hist = strided_slice(ctx, hist, [0], [0], [k], [1], suffix="drop_spare")
+    if density:
+        total = reduce(ctx, "ReduceSum", hist, [0], False, dtype, suffix="total")
+        widths = pointwise(ctx, "Sub", [
+            strided_slice(ctx, edges, [0], [1], [k + 1], [1], suffix="rights"),
+            strided_slice(ctx, edges, [0], [0], [k], [1], suffix="lefts")], dtype,
+            suffix="widths")
+        hist = pointwise(ctx, "RealDiv", [pointwise(ctx, "RealDiv", [hist, total], dtype,
+                                                    suffix="share"), widths], dtype,
+                         suffix="density")
+    return hist, ctx.op("Identity", [edges], out=(dtype, edges.shape), suffix="edges")
+
+
+@register(aten.histogram.bins_tensor, capability=_histogram_ok, dynamic=False)
+def histogram_bins_tensor(ctx, self, bins, weight=None, density=False):
+    """histogram.bins_tensor(Tensor self, Tensor bins, *, Tensor? weight=None,
+    bool density=False) -> (Tensor hist, Tensor bin_edges)"""
+    return _histogram(ctx, self, cast(ctx, bins, self.dtype), weight, density)
+
+
+@register(aten.histogram.bin_ct, capability=_histogram_ok, dynamic=False)
+def histogram_bin_ct(ctx, self, bins=100, range=None, weight=None, density=False):
+    """histogram.bin_ct(Tensor self, int bins=100, *, float[]? range=None,
+    Tensor? weight=None, bool density=False) -> (Tensor hist, Tensor bin_edges)"""
+    if range is not None:
+        lo, hi = range if range[0] != range[1] else (range[0] - 0.5, range[1] + 0.5)
+        edges = ctx.const(torch.linspace(lo, hi, bins + 1, dtype=self.dtype), self.dtype,
+                          "edges")
+    else:  # one bin over [min, max] (widened by 0.5 when they are equal)
+        flat = reshape(ctx, self, (math.prod(self.shape),), "flat_range")
+        lo = reduce(ctx, "ReduceMin", flat, [0], True, self.dtype, suffix="data_min")
+        hi = reduce(ctx, "ReduceMax", flat, [0], True, self.dtype, suffix="data_max")
+        same = pointwise(ctx, "Equal", [lo, hi], self.dtype, y_dtype=torch.bool, suffix="same")
+        lo = select(ctx, same, pointwise(ctx, "Sub", [lo, 0.5], self.dtype, suffix="lo_w"),
+                    lo, self.dtype, suffix="left")
+        hi = select(ctx, same, pointwise(ctx, "Add", [hi, 0.5], self.dtype, suffix="hi_w"),
+                    hi, self.dtype, suffix="right")
+        edges = ctx.op("ConcatV2", [[lo, hi], ctx.const(0, torch.int64, "axis")], {"N": 2},
+                       out=(self.dtype, (2,)), suffix="edges")
+    return _histogram(ctx, self, edges, weight, density)

@@ -1,5 +1,5 @@
 """Converters closed from the OpInfo sweep, compiled with fallback="error" vs eager:
-median / nanmedian, mode, ord=0 norms, histc, segment_reduce (reduction.py);
+median / nanmedian, mode, ord=0 norms, histc, histogram, segment_reduce (reduction.py);
 scatter_reduce / index_reduce amax, amin, mean, prod, nonzero_static (index.py);
 _trilinear (matmul.py); 3-d adaptive pooling, grid sampling, anti-aliased resize
 (vision.py); conv3d and conv_transpose3d as a Conv2D (conv.py)."""
@@ -174,6 +174,27 @@ def test_histc_constant_and_empty():
     check(lambda t: torch.histc(t, bins=4), torch.full((5,), 3.0), rtol=0, atol=0)
     check(lambda t: torch.histc(t.reshape(2, 0), bins=4, min=0, max=1), torch.ones(0),
           rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("density", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_histogram(weighted, density):
+    """Given edges (NaN and out-of-range elements skipped), a static range, and one bin over
+    the data's range (also for constant data)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(-12, 13, (60,), generator=g) / 4
+    x[0] = -10.0
+    w = torch.rand(60, generator=g) if weighted else None
+    edges = torch.tensor([-2.0, -0.5, 0.0, 0.25, 2.5])
+
+    def fn(t, e, w):
+        with_nan = torch.cat([t, t.new_full((1,), float("nan"))])
+        w_nan = None if w is None else torch.cat([w, w[:1]])
+        return (torch.histogram(with_nan, e, weight=w_nan, density=density),
+                torch.histogram(t, 7, range=(-3.0, 2.5), weight=w, density=density),
+                torch.histogram(t, 1, weight=w, density=density),
+                torch.histogram(t[1:2] * 0 + 3, 1, density=density))
+    check(fn, x, edges, w, ge="SearchSorted")
 
 
 def test_histc_too_many_bf16_elements_falls_back():
