@@ -589,11 +589,12 @@ _BESSEL_OPS = ("Sin", "Cos", "Log", "Exp", "Sqrt", "RealDiv", "SelectV2")
 
 
 def _not_float64(node: torch.fx.Node) -> str | None:
-    # eager's float64 J/Y are off by up to ~4e-7 just above x = 5 (where it switches to its
-    # asymptotic form); these are accurate there, so they would not match it within 1e-7
+    # eager's float64 J/Y (Ai) are off by up to ~4e-7 (~3e-6) just above x = 5 (below
+    # x = -2.09), where it switches to asymptotic forms; these are accurate there, so they
+    # would not match it within float64's 1e-7
     out = node.meta.get("val")
     if isinstance(out, torch.Tensor) and out.dtype == torch.float64:
-        return "float64 J/Y: eager's own float64 error near x = 5 exceeds its tolerance"
+        return "float64 J/Y/Ai: eager's own float64 error exceeds its tolerance"
     return supports(*_BESSEL_OPS)(node)
 
 
@@ -609,3 +610,50 @@ for _target, _fn in (
         (aten.special_scaled_modified_bessel_k0.default, _bessel_k(0, True)),
         (aten.special_scaled_modified_bessel_k1.default, _bessel_k(1, True))):
     register(_target, capability=supports(*_BESSEL_OPS))(_unary64(_fn))
+
+
+# ---- Airy Ai -----------------------------------------------------------------------------
+# Maclaurin series Ai = c1 f - c2 g (A&S 10.4.2) for |x| <= 6 (round-off ~1e-11 absolute)
+# and the asymptotic expansions in zeta = 2/3 |x|^(3/2) (A&S 10.4.59-60) beyond (tail
+# ~3e-10 relative at |x| = 6). For x < 0 the phase zeta + pi/4 is rounded in the input's
+# float dtype as torch computes it.
+_AIRY_SPLIT, _AIRY_ZERO_ABOVE = 6.0, 103.892  # torch returns 0 above 103.892
+_AIRY_C1 = 1 / (3 ** (2 / 3) * math.gamma(2 / 3))  # Ai(0)
+_AIRY_C2 = 1 / (3 ** (1 / 3) * math.gamma(1 / 3))  # -Ai'(0)
+_AIRY_F = [1 / math.prod((3 * j - 1) * 3 * j for j in range(1, k + 1)) for k in range(30)]
+_AIRY_G = [1 / math.prod(3 * j * (3 * j + 1) for j in range(1, k + 1)) for k in range(30)]
+# u_k = (2k+1)(2k+3)...(6k-1) / (216^k k!)
+_AIRY_U = [float(Fraction(math.prod(range(2 * k + 1, 6 * k, 2)), 216 ** k * math.factorial(k)))
+           for k in range(22)]
+
+
+def airy_ai(m: Math, x: Value) -> Value:
+    cube = m.mul(m.mul(x, x), x)
+    series = m.sub(m.mul(m.poly(cube, _AIRY_F), _AIRY_C1),
+                   m.mul(m.mul(x, m.poly(cube, _AIRY_G)), _AIRY_C2))
+    ax = m.op("Abs", x)
+    root = m.op("Sqrt", ax)
+    zeta = m.mul(m.mul(ax, root), 2 / 3)
+    inv = m.div(1.0, zeta)
+    amp = m.mul(m.op("Sqrt", root), math.sqrt(math.pi))  # sqrt(pi) |x|^(1/4)
+    decay = m.div(m.mul(m.op("Exp", m.op("Neg", zeta)), m.poly(m.op("Neg", inv), _AIRY_U)),
+                  m.mul(amp, 2.0))
+    # x < 0: phase -2/3 x sqrt(-x) + pi/4, rounded step by step as torch evaluates it
+    fm = Math(m.ctx, _float_dtype(m.ctx.out_dtype))
+    xf = fm.value(x)
+    # sqrt and / 3 in float64, then rounded: correctly rounded float32 results, as eager's
+    # scalar std::sqrt and division give (the host's vectorized float32 sqrt may be 1 ulp off)
+    prod = fm.mul(fm.mul(xf, -2.0), fm.value(m.op("Sqrt", m.op("Neg", x))))
+    third = fm.value(m.div(m.value(prod), 3.0))
+    phase = m.value(fm.add(third, math.pi / 4))
+    inv2 = m.mul(inv, inv)
+    p = m.poly(inv2, [(-1) ** k * _AIRY_U[2 * k] for k in range(11)])
+    q = m.mul(inv, m.poly(inv2, [(-1) ** k * _AIRY_U[2 * k + 1] for k in range(11)]))
+    osc = m.div(m.sub(m.mul(m.op("Sin", phase), p), m.mul(m.op("Cos", phase), q)), amp)
+    y = m.where(m.test("Greater", x, _AIRY_SPLIT), decay,
+                m.where(m.test("Less", x, -_AIRY_SPLIT), osc, series))
+    y = m.where(m.test("Greater", x, _AIRY_ZERO_ABOVE), 0.0, y)
+    return m.where(m.test("IsInf", x), math.nan, y)
+
+
+register(aten.special_airy_ai.default, capability=_not_float64)(_unary64(airy_ai))
