@@ -657,3 +657,72 @@ def airy_ai(m: Math, x: Value) -> Value:
 
 
 register(aten.special_airy_ai.default, capability=_not_float64)(_unary64(airy_ai))
+
+
+# ---- Hermite polynomials -----------------------------------------------------------------
+# torch returns NaN above degree 128 in float32, so a tensor degree is bounded and the
+# three-term recurrence unrolls soundly: every degree is computed and the one asked for is
+# selected. The recurrence runs in float32 rounded as eager's steps are, so cancellation and
+# overflow (inf, then inf - inf = NaN) come out as in eager. (Laguerre and Legendre have no such
+# bound: a tensor degree cannot be unrolled, so they are left to eager.)
+_HERMITE_LIMIT = 128  # torch's getHermitianLimit<float>()
+
+
+def _hermite_step(m: Math, fm: Math, a: Value, q: Value, p: Value, k: float) -> Value:
+    """fl32(a q - fl32(k p)) with a q exact: eager's step r = a * q - k * p is compiled to
+    one fused multiply-add (a float32 product is exact in float64, so this is that FMA)."""
+    kp = m.value(fm.mul(p, k))
+    return fm.value(m.sub(m.mul(m.value(a), m.value(q)), kp))
+
+
+def _filled(m: Math, x: Value, value: float) -> Value:
+    """``value`` in x's shape, whatever x holds (NaN and inf included)."""
+    return m.where(m.test("IsNan", x), value, value)
+
+
+def hermite(m: Math, x: Value, n: Any, physicists: bool) -> Value:
+    fm = Math(m.ctx, torch.float32)
+    xf = fm.value(x)
+    a = fm.add(xf, xf) if physicists else xf
+    p, q = fm.value(1.0), a
+
+    def coeff(j: int) -> float:
+        return float(2 * (j - 1) if physicists else j - 1)
+
+    if not isinstance(n, Value):  # a Python degree: unroll exactly that far
+        n = int(n)
+        if n < 0 or n == 0 or n > _HERMITE_LIMIT:
+            return _filled(m, x, 0.0 if n < 0 else 1.0 if n == 0 else math.nan)
+        for j in range(2, n + 1):
+            p, q = q, _hermite_step(m, fm, a, q, p, coeff(j))
+        return m.value(q)
+    # torch: NaN / +-inf degrees count as -1 (H) or INT64_MIN (He): 0 either way
+    ni = m.where(m.test("Less", n, 0.0), m.op("Ceil", n), m.op("Floor", n))
+    valid = m.both(m.test("GreaterEqual", ni, 0.0), m.test("Less", m.op("Abs", n), 2.0 ** 63))
+    y = m.where(m.test("Equal", ni, 1.0), m.value(q), 1.0)
+    for j in range(2, _HERMITE_LIMIT + 1):
+        p, q = q, _hermite_step(m, fm, a, q, p, coeff(j))
+        y = m.where(m.test("Equal", ni, float(j)), m.value(q), y)
+    y = m.where(m.test("Greater", ni, float(_HERMITE_LIMIT)), math.nan, y)
+    return m.where(valid, y, 0.0)
+
+
+def _float32_only(node: torch.fx.Node) -> str | None:
+    out = node.meta.get("val")
+    if isinstance(out, torch.Tensor) and out.dtype != torch.float32:
+        return f"Hermite lowered for float32 only (eager's degree bound differs for {out.dtype})"
+    return supports("Mul", "Sub", "SelectV2")(node)
+
+
+def _register_hermite(name: str, physicists: bool) -> None:
+    packet = getattr(aten, name)
+
+    @register(packet.default, packet.x_scalar, packet.n_scalar, capability=_float32_only)
+    def convert(ctx, x, n):
+        m = Math(ctx)
+        nv = m.value(n) if isinstance(n, Value) else n
+        return _out(ctx, hermite(m, m.value(x), nv, physicists))
+
+
+_register_hermite("special_hermite_polynomial_h", True)
+_register_hermite("special_hermite_polynomial_he", False)

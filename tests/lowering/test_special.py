@@ -198,6 +198,30 @@ def test_chebyshev_float64():
     check(S.chebyshev_polynomial_u, x[:, None], torch.tensor(DEGREES, dtype=F64)[None, :])
 
 
+# ---- Hermite polynomials -----------------------------------------------------------------
+HERMITE = [S.hermite_polynomial_h, S.hermite_polynomial_he]
+HERMITE_DEGREES = [nan, inf, -inf, -0.5, -1.77, -3.0, 0, 1, 2, 3, 3.61, 5, 8, 12, 20, 40, 127,
+                   128, 129, 1e10, 1e19]
+
+
+@pytest.mark.parametrize("fn", HERMITE, ids=lambda f: f.__name__)
+def test_hermite(fn):
+    g = torch.Generator().manual_seed(2)
+    x = torch.cat([torch.tensor([1.0, -1.0, inf, -inf, nan, 0.0, 0.5, 8.48, -8.48, 1e10]),
+                   torch.randn(150, generator=g) * 3])
+    check(fn, x[:, None], torch.tensor(HERMITE_DEGREES)[None, :], ge="SelectV2")
+    for n in (0, 5, 129, -1):
+        check(lambda x, n=n: fn(x, n), x)
+    check(lambda n: fn(0.7, n), torch.tensor(HERMITE_DEGREES))
+
+
+def test_hermite_float64_falls_back():
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="float32 only"):
+        torch.compile(S.hermite_polynomial_h, backend="npu", options=STRICT)(
+            torch.rand(4, dtype=F64), torch.tensor(3.0, dtype=F64))
+
+
 # ---- OpInfo ------------------------------------------------------------------------------
 OPINFO = ["lgamma", "mvlgamma.mvlgamma_p_1", "mvlgamma.mvlgamma_p_3", "mvlgamma.mvlgamma_p_5",
           "digamma", *[f"polygamma.polygamma_n_{i}" for i in range(5)],
@@ -207,6 +231,7 @@ OPINFO = ["lgamma", "mvlgamma.mvlgamma_p_1", "mvlgamma.mvlgamma_p_3", "mvlgamma.
           "special.bessel_y0", "special.bessel_y1", "special.modified_bessel_k0",
           "special.modified_bessel_k1", "special.scaled_modified_bessel_k0",
           "special.scaled_modified_bessel_k1", "special.airy_ai",
+          "special.hermite_polynomial_h", "special.hermite_polynomial_he",
           *[f"special.{p}chebyshev_polynomial_{k}" for p in ("", "shifted_") for k in "tuvw"],
           "frexp"]
 
