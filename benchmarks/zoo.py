@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -295,106 +296,74 @@ class ZooModel:
     default: bool = True  # part of the default ``--models`` (all): the small CI-sized zoo
 
 
-def _mlp(batch: int, seed: int) -> tuple[nn.Module, Inputs]:
+# Builders take the sizes as keywords: the CI-sized zoo and the ``*_base`` entries (the same
+# architectures at sizes where kernels, not per-call overhead, dominate: BERT-base-like
+# width, a 0.1B LLaMA, ViT-S/16 at 224, ResNet-18 at 64x64; opt-in with ``--models base``).
+def _mlp(batch: int, seed: int, *, sizes: tuple[int, int, int]) -> tuple[nn.Module, Inputs]:
     torch.manual_seed(seed)
-    return MLP(64, 256, 16), (torch.randn(batch, 64),)
+    return MLP(*sizes), (torch.randn(batch, sizes[0]),)
 
 
-def _resnet18(batch: int, seed: int) -> tuple[nn.Module, Inputs]:
+def _resnet18(batch: int, seed: int, *, image: int) -> tuple[nn.Module, Inputs]:
     torch.manual_seed(seed)
-    return ResNet18(), (torch.randn(batch, 3, 32, 32),)
+    return ResNet18(), (torch.randn(batch, 3, image, image),)
 
 
-def _bert(batch: int, seed: int, seq: int = 32) -> tuple[nn.Module, Inputs]:
+def _bert(batch: int, seed: int, *, seq: int, **config: int) -> tuple[nn.Module, Inputs]:
     torch.manual_seed(seed)
-    model = Bert(vocab=1000, hidden=128, heads=4, layers=2, max_pos=128)
+    model = Bert(**config)
     mask = torch.ones(batch, seq, dtype=torch.long)
     mask[-1, seq // 2:] = 0  # one padded sequence exercises the attention mask
-    return model, (torch.randint(0, 1000, (batch, seq)), mask)
+    return model, (torch.randint(0, config["vocab"], (batch, seq)), mask)
+
+
+def _llama_prefill(batch: int, seed: int, *, prompt: int, **config: int
+                   ) -> tuple[nn.Module, Inputs]:
+    torch.manual_seed(seed)
+    model = LlamaPrefill(Llama(**config))
+    return model, (torch.randint(0, config["vocab"], (batch, prompt)),)
+
+
+def _llama_decode(batch: int, seed: int, *, prompt: int, **config: int
+                  ) -> tuple[nn.Module, Inputs]:
+    """The cache comes from a real eager prefill of a random prompt."""
+    torch.manual_seed(seed)
+    llama = Llama(**config)
+    with torch.no_grad():
+        _, past_k, past_v = llama.prefill(torch.randint(0, config["vocab"], (batch, prompt)))
+    return LlamaDecode(llama), (torch.randint(0, config["vocab"], (batch, 1)), past_k, past_v)
+
+
+def _vit(batch: int, seed: int, *, image: int = 32, **config: int) -> tuple[nn.Module, Inputs]:
+    torch.manual_seed(seed)
+    return ViT(image=image, **config), (torch.randn(batch, 3, image, image),)
 
 
 LLAMA_CONFIG = {"vocab": 1000, "hidden": 128, "heads": 4, "kv_heads": 2, "layers": 4,
-                "ffn": 344, "max_pos": 256}
-PROMPT = 32
-
-
-def _llama_prefill(batch: int, seed: int) -> tuple[nn.Module, Inputs]:
-    torch.manual_seed(seed)
-    return LlamaPrefill(Llama(**LLAMA_CONFIG)), (torch.randint(0, 1000, (batch, PROMPT)),)
-
-
-def _llama_decode(batch: int, seed: int) -> tuple[nn.Module, Inputs]:
-    """The cache comes from a real eager prefill of a random prompt."""
-    torch.manual_seed(seed)
-    llama = Llama(**LLAMA_CONFIG)
-    with torch.no_grad():
-        _, past_k, past_v = llama.prefill(torch.randint(0, 1000, (batch, PROMPT)))
-    return LlamaDecode(llama), (torch.randint(0, 1000, (batch, 1)), past_k, past_v)
-
-
-def _vit(batch: int, seed: int) -> tuple[nn.Module, Inputs]:
-    torch.manual_seed(seed)
-    return ViT(), (torch.randn(batch, 3, 32, 32),)
-
-
-# ``*_base``: the same architectures at sizes where kernels, not per-call overhead, dominate
-# (BERT-base-like width, a 0.1B LLaMA, ViT-S/16 at 224, ResNet-18 at 64x64). Opt-in: select
-# them with ``--models base`` (seconds per call in training; minutes for a full run).
+                "ffn": 344, "max_pos": 256, "prompt": 32}
 LLAMA_BASE = {"vocab": 32000, "hidden": 512, "heads": 8, "kv_heads": 4, "layers": 4,
-              "ffn": 1376, "max_pos": 1024}
-PROMPT_BASE = 256
-
-
-def _mlp_base(batch: int, seed: int) -> tuple[nn.Module, Inputs]:
-    torch.manual_seed(seed)
-    return MLP(1024, 4096, 1024), (torch.randn(batch, 1024),)
-
-
-def _resnet18_base(batch: int, seed: int) -> tuple[nn.Module, Inputs]:
-    torch.manual_seed(seed)
-    return ResNet18(), (torch.randn(batch, 3, 64, 64),)
-
-
-def _bert_base(batch: int, seed: int, seq: int = 128) -> tuple[nn.Module, Inputs]:
-    torch.manual_seed(seed)
-    model = Bert(vocab=30522, hidden=512, heads=8, layers=4, max_pos=512)
-    mask = torch.ones(batch, seq, dtype=torch.long)
-    mask[-1, seq // 2:] = 0
-    return model, (torch.randint(0, 30522, (batch, seq)), mask)
-
-
-def _llama_prefill_base(batch: int, seed: int) -> tuple[nn.Module, Inputs]:
-    torch.manual_seed(seed)
-    return LlamaPrefill(Llama(**LLAMA_BASE)), (torch.randint(0, 32000, (batch, PROMPT_BASE)),)
-
-
-def _llama_decode_base(batch: int, seed: int) -> tuple[nn.Module, Inputs]:
-    torch.manual_seed(seed)
-    llama = Llama(**LLAMA_BASE)
-    with torch.no_grad():
-        _, past_k, past_v = llama.prefill(torch.randint(0, 32000, (batch, PROMPT_BASE)))
-    return LlamaDecode(llama), (torch.randint(0, 32000, (batch, 1)), past_k, past_v)
-
-
-def _vit_base(batch: int, seed: int) -> tuple[nn.Module, Inputs]:
-    torch.manual_seed(seed)
-    return ViT(image=224, patch=16, hidden=384, heads=6), (torch.randn(batch, 3, 224, 224),)
-
+              "ffn": 1376, "max_pos": 1024, "prompt": 256}
+BERT_CONFIG = {"vocab": 1000, "hidden": 128, "heads": 4, "layers": 2, "max_pos": 128, "seq": 32}
+BERT_BASE = {"vocab": 30522, "hidden": 512, "heads": 8, "layers": 4, "max_pos": 512, "seq": 128}
 
 ZOO: dict[str, ZooModel] = {m.name: m for m in (
-    ZooModel("mlp", _mlp, default_batch=8, quick=True),
-    ZooModel("resnet18", _resnet18, default_batch=4),
-    ZooModel("bert", _bert, quick=True),
-    ZooModel("llama_prefill", _llama_prefill),
-    ZooModel("llama_decode", _llama_decode, trainable=False, quick=True),
+    ZooModel("mlp", partial(_mlp, sizes=(64, 256, 16)), default_batch=8, quick=True),
+    ZooModel("resnet18", partial(_resnet18, image=32), default_batch=4),
+    ZooModel("bert", partial(_bert, **BERT_CONFIG), quick=True),
+    ZooModel("llama_prefill", partial(_llama_prefill, **LLAMA_CONFIG)),
+    ZooModel("llama_decode", partial(_llama_decode, **LLAMA_CONFIG), trainable=False,
+             quick=True),
     ZooModel("vit", _vit),
-    ZooModel("mlp_base", _mlp_base, default_batch=64, default=False),
-    ZooModel("resnet18_base", _resnet18_base, default_batch=8, default=False),
-    ZooModel("bert_base", _bert_base, default_batch=4, default=False),
-    ZooModel("llama_prefill_base", _llama_prefill_base, default_batch=1, default=False),
-    ZooModel("llama_decode_base", _llama_decode_base, trainable=False, default_batch=4,
+    ZooModel("mlp_base", partial(_mlp, sizes=(1024, 4096, 1024)), default_batch=64,
              default=False),
-    ZooModel("vit_base", _vit_base, default=False),
+    ZooModel("resnet18_base", partial(_resnet18, image=64), default_batch=8, default=False),
+    ZooModel("bert_base", partial(_bert, **BERT_BASE), default_batch=4, default=False),
+    ZooModel("llama_prefill_base", partial(_llama_prefill, **LLAMA_BASE), default_batch=1,
+             default=False),
+    ZooModel("llama_decode_base", partial(_llama_decode, **LLAMA_BASE), trainable=False,
+             default_batch=4, default=False),
+    ZooModel("vit_base", partial(_vit, image=224, patch=16, hidden=384, heads=6),
+             default=False),
 )}
 # Names that select several entries.
 ALIASES: dict[str, tuple[str, ...]] = {
