@@ -1,5 +1,6 @@
 """Linear-algebra converters: SVD, QR, LU, Cholesky, eigh, det / slogdet, inverses, solves,
-pinv, and the ``_linalg_check_errors`` effect -> GE's TensorFlow-like linalg ops.
+pinv, Householder reflectors (geqrf / householder_product / ormqr), and the
+``_linalg_check_errors`` effect -> GE's TensorFlow-like linalg ops.
 
 [Note: linalg lowering]
 GE's ops follow TensorFlow, not ATen, so each converter maps semantics around them:
@@ -12,9 +13,13 @@ GE's ops follow TensorFlow, not ATen, so each converter maps semantics around th
   sequential row swaps (1-based ``pivots``). Converting between the two is inherently
   sequential (swap ``i`` depends on swaps ``< i``), and GE has no loop op we can use here,
   so the conversion is unrolled over the (static) matrix size: a handful of small int32 ops
-  per row, refused past ``MAX_UNROLLED_ROWS``.
+  per row, refused past ``MAX_UNROLLED_ROWS``. ``Lu`` takes square matrices: an m x n
+  input is factored zero-padded to a square one (same pivots, same factors).
+* ``SelfAdjointEig`` reads the lower triangle. Eager's ``UPLO='U'`` runs LAPACK's upper
+  reduction, whose eigenvectors differ in sign, so only its eigenvalues are lowered.
 * ``MatrixInverse``, ``MatrixSolve`` and ``Cholesky`` fail at run time on a singular / not
-  positive-definite input, as the real ops do (TensorFlow's and Ascend's). So whenever a
+  positive-definite input, as TensorFlow's kernels (which GE's prototypes follow) do, and
+  so do the host kernels. So whenever a
   graph produces results their LAPACK ``info`` is 0, and the ``info`` outputs of
   ``linalg_inv_ex`` / ``_linalg_solve_ex`` / ``linalg_cholesky_ex`` are zeros. Where eager
   returns ``info > 0`` with garbage factors (``*_ex`` on a bad input), the GE graph raises
@@ -27,6 +32,9 @@ GE's ops follow TensorFlow, not ATen, so each converter maps semantics around th
 * Secondary outputs GE has no op for (``LU`` / ``pivots`` of ``_linalg_det``,
   ``_linalg_slogdet``, ``_linalg_solve_ex``) are computed with ``Lu`` when the graph reads
   them (training graphs save them for backward) and not built at all otherwise.
+* No GE op works with Householder reflectors (GE's ``Qr`` returns Q): geqrf, orgqr and
+  ormqr are LAPACK's unblocked loops (dgeqr2, dorg2r, dorm2r) unrolled over the static
+  column count with GE elementwise ops and ``BatchMatMulV2``, in LAPACK's operation order.
 """
 
 from __future__ import annotations
