@@ -19,6 +19,13 @@ eager's to within its own rounding:
   ``n < 0``, ``|x| == 1``, non-finite ``x`` and overflow (its recurrence turns an overflow
   two steps before degree ``n`` into NaN).
 * frexp: the IEEE exponent and mantissa fields of the float64 bits (Bitcast, shifts, masks).
+* Bessel J, Y, K and Airy Ai: power series, Hankel / Airy asymptotic expansions and, for K,
+  the trapezoidal rule on its integral representation (see their section).
+* Hermite H, He: eager bounds the degree at 128, so the recurrence unrolls (its section).
+
+Where eager's own float32 rounding dominates its result (the phase of an oscillating
+asymptotic form, torch's own branch choices), that rounding is reproduced rather than the
+exact value, so results agree with eager rather than only with the mathematics.
 """
 
 from __future__ import annotations
