@@ -179,10 +179,11 @@ def test_chebyshev(fn):
     check(fn, x[:, None], torch.tensor(DEGREES)[None, :], ge="Acos")
 
 
-@pytest.mark.parametrize("fn", CHEBYSHEV, ids=lambda f: f.__name__)
+# U and W at NaN x are left out: eager returns uninitialised values there.
+@pytest.mark.parametrize("fn", [f for f in CHEBYSHEV
+                                if "_u" not in f.__name__ and "_w" not in f.__name__],
+                         ids=lambda f: f.__name__)
 def test_chebyshev_nan_x(fn):
-    if "_u" in fn.__name__ or "_w" in fn.__name__:
-        pytest.skip("eager returns uninitialised values for U and W at NaN x")
     check(fn, torch.tensor([nan, 0.5]), torch.tensor([0.0, 7.0]))
 
 
