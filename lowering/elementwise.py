@@ -44,7 +44,8 @@ _REALS = _FLOATS | {torch.float64, torch.int8, torch.uint8, torch.int16, torch.i
 # The reference gives these prototypes symbolic types ("T1"); assume the common subset
 # (a narrower guess only costs extra Casts, never an op GE would reject).
 _SYMBOLIC_TYPES: dict[str, frozenset[torch.dtype]] = {
-    "Mul": _REALS, "Pow": _REALS, "GeluV2": _FLOATS, "GeluGradV2": _FLOATS,
+    "Mul": _REALS | {torch.complex64, torch.complex128},  # GE Mul also takes complex
+    "Pow": _REALS, "GeluV2": _FLOATS, "GeluGradV2": _FLOATS,
     "Gcd": frozenset({torch.int32, torch.int64}),
 }
 
@@ -118,6 +119,11 @@ def supports(*ge_types: str, floats_only: bool = False) -> Callable[[torch.fx.No
             dtypes = {out.dtype}  # the dtype converters compute in (operands are cast to it)
         else:  # predicates compute in their operands' dtype
             dtypes = set(tensor_dtypes(node))
+        # A complex operand cast to a real compute dtype would lose its imaginary part.
+        cplx = [d for d in tensor_dtypes(node) if d.is_complex]
+        keeps = isinstance(out, torch.Tensor) and (out.dtype.is_complex or out.dtype == torch.bool)
+        if cplx and (floats_only or not keeps):
+            return f"complex operand {cplx[0]}: the converter computes in a real dtype"
         for ge_type in ge_types:
             bad = [d for d in dtypes if d != torch.bool and compute_dtype(ge_type, d) is None
                    and (d.is_floating_point or not floats_only)]

@@ -106,10 +106,7 @@ def _scale(ctx: LoweringContext, x: Value, normalization: int, n: int, inverse: 
         factor = (1.0, 1.0 / math.sqrt(n), 1.0 / n)[normalization]
     if factor == 1.0:
         return x
-    # Mul straight on the complex tensor (GE Mul takes complex64/128; pointwise's dtype
-    # table covers real dtypes only).
-    return ctx.op("Mul", [x, ctx.const(factor, x.dtype, "norm")], out=(x.dtype, x.shape),
-                  suffix="norm")
+    return pointwise(ctx, "Mul", [x, factor], x.dtype, suffix="norm")
 
 
 def _numel(shape: Sequence[int], dims: Sequence[int]) -> int:

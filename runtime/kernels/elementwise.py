@@ -27,7 +27,7 @@ _TORCH_FNS = {
     "LeftShift": torch.bitwise_left_shift, "RightShift": torch.bitwise_right_shift,
     "SelectV2": torch.where, "Lerp": torch.lerp,
     "Neg": torch.neg, "Abs": torch.abs, "Sqrt": torch.sqrt, "Rsqrt": torch.rsqrt,
-    "Square": torch.square, "Reciprocal": torch.reciprocal, "Sign": torch.sign,
+    "Square": torch.square, "Reciprocal": torch.reciprocal, "Sign": torch.sgn,
     "Erf": torch.erf, "Erfc": torch.erfc, "Erfinv": torch.erfinv,
     "Log1p": torch.log1p, "Expm1": torch.expm1,
     "Sin": torch.sin, "Cos": torch.cos, "Tan": torch.tan, "Asin": torch.asin,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from harness import STRICT, check_fn, check_ge_ops, ge_op_types
+from harness import STRICT, check_fn, check_ge_ops, check_grad, ge_op_types
 from harness import random_tensor as make
 
 from npu_inductor.compile_fx import quiet_fallbacks, record_reports
@@ -148,6 +148,38 @@ def test_view_as_complex_real(dtype):
                  ge=("Real", "Imag", "Pack"))
     check_ge_ops(lambda x: torch.view_as_real(torch.conj_physical(x)) + 1, cplx((), cdtype),
                  ge="Conj")
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.view_as_real(fft.rfft(x, norm="ortho")).sum(-1),
+    lambda x: torch.view_as_real(fft.fft2(x)).sum(-1),
+    lambda x: fft.irfft(fft.rfft(x), n=9, norm="forward"),
+    lambda x: torch.view_as_real(torch.polar(x, x)).sum(-1),
+])
+def test_backward(fn):
+    """The backward graphs (c2c/c2r/r2c, conj, complex Mul, Sign of complex) stay in GE."""
+    check_grad(fn, make((4, 9)))
+
+
+def test_complex_elementwise():
+    """Complex Mul (the FFT backward's scale) and GE Sign of complex (x / |x|) lower."""
+    x, y = cplx((3, 4)), cplx((3, 4))
+    x[0, 0] = 0
+    check_ge_ops(lambda x, y: x * y * 2.0 - x.sgn(), x, y, ge=("Mul", "Sign"))
+
+
+@pytest.mark.parametrize("fn", [torch.abs, torch.angle, lambda x: torch.isnan(x / x)])
+def test_complex_to_real_refused(fn):
+    """Real-valued converters would Cast the complex operand (dropping its imaginary part):
+    refused, so they run in eager."""
+    x = cplx((6,))
+    x[0] = 0
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="complex operand"):
+        torch.compile(lambda x: fn(fft.fft(x)), backend="npu", options=STRICT)(x)
+    with record_reports() as reports, quiet_fallbacks():
+        check_fn(lambda x: fn(fft.fft(x)), x)
+    assert any(r.fallbacks for r in reports)
 
 
 # ---- refusals: half precision falls back, never approximated -----------------------------
