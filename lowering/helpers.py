@@ -75,3 +75,15 @@ def has_dynamic_dims(ctx: LoweringContext) -> bool:
 
 def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...]:
     return tuple(torch.broadcast_shapes(*[torch.Size(s) for s in shapes]))
+
+
+def checked(ctx: LoweringContext, value: Value, ok: Value, data: Sequence[Value],
+            suffix: str) -> Value:
+    """``value`` guarded by GE ``Assert(ok, data)``: a control edge from the Assert into an
+    ``Identity`` of ``value`` keeps the check alive and ordered before every reader, so a
+    false ``ok`` stops the graph with an error (where eager raises) instead of returning."""
+    ctx.op("Assert", [ok, list(data)], {"summarize": 3}, out=[], suffix=suffix)
+    check = ctx.builder.last_op
+    return ctx.builder.op("Identity", ctx.name(f"{suffix}_ok"), [value], {},
+                          [(value.dtype, value.shape)], control=[check])[0]
+

@@ -21,7 +21,14 @@ from npu_inductor.ge import dtypes
 from npu_inductor.ge.ir import DYNAMIC_DIM, Value
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.elementwise import need_dtype, pointwise, select, supports, to_bool
-from npu_inductor.lowering.helpers import as_value, cast, int_list, norm_axes, norm_axis
+from npu_inductor.lowering.helpers import (
+    as_value,
+    cast,
+    checked,
+    int_list,
+    norm_axes,
+    norm_axis,
+)
 from npu_inductor.lowering.index import filled, scatter_reduce_along, sorted_along
 from npu_inductor.lowering.registry import register
 from npu_inductor.lowering.shape import move, reshape, static_dims, strided_slice
@@ -388,7 +395,15 @@ def _histc_range(ctx: LoweringContext, x: Value, lo: float, hi: float) -> tuple[
         return ctx.const(lo, x.dtype, "left"), ctx.const(hi, x.dtype, "right")
     left = reduce(ctx, "ReduceMin", x, [0], False, x.dtype, suffix="data_min")
     right = reduce(ctx, "ReduceMax", x, [0], False, x.dtype, suffix="data_max")
+    # eager raises "range of [min, max] is not finite" (inf or NaN data): so does the graph
+    lr = ctx.op("Pack", [[left, right]], {"axis": 0, "N": 2}, out=(x.dtype, (2,)),
+                suffix="range")
+    finite = pointwise(ctx, "Equal", [pointwise(ctx, "Sub", [lr, lr], x.dtype, suffix="nan_inf"),
+                                      0], x.dtype, y_dtype=torch.bool, suffix="finite")
+    all_finite = reduce(ctx, "ReduceAll", finite, [0], False, torch.bool, suffix="all_finite")
+    shown = cast(ctx, lr, torch.float32) if x.dtype == torch.bfloat16 else lr  # Assert data
     same = pointwise(ctx, "Equal", [left, right], x.dtype, y_dtype=torch.bool, suffix="same")
+    same = checked(ctx, same, all_finite, [shown], "histc_range_is_finite")  # bool: any dtype
     return (select(ctx, same, pointwise(ctx, "Sub", [left, 1], x.dtype, suffix="left_m1"),
                    left, x.dtype, suffix="left"),
             select(ctx, same, pointwise(ctx, "Add", [right, 1], x.dtype, suffix="right_p1"),

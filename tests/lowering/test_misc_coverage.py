@@ -210,6 +210,15 @@ def test_histogram(weighted, density):
     check(fn, x, edges, w, ge="SearchSorted")
 
 
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan")])
+def test_histc_data_range_not_finite_raises_like_eager(bad):
+    x = torch.tensor([1.0, bad, 2.0])
+    with pytest.raises(RuntimeError, match="not finite"):
+        torch.histc(x, bins=4)
+    with pytest.raises(Exception, match="histc_range_is_finite"):
+        torch.compile(lambda t: torch.histc(t, bins=4), backend="npu", options=STRICT)(x)
+
+
 def test_histc_too_many_bf16_elements_falls_back():
     with pytest.raises(Exception, match="histc"):
         torch.compile(lambda t: torch.histc(t, bins=4), backend="npu",
