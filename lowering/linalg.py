@@ -48,7 +48,7 @@ import torch
 from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.context import LoweringContext, static_shape
 from npu_inductor.lowering.elementwise import pointwise, select, signbit
-from npu_inductor.lowering.helpers import broadcast_shape, cast, int_list, promote
+from npu_inductor.lowering.helpers import broadcast_shape, cast, checked, int_list, promote
 from npu_inductor.lowering.reduction import reduce
 from npu_inductor.lowering.registry import register
 from npu_inductor.lowering.shape import broadcast_to, move, reshape, strided_slice, transpose
@@ -289,11 +289,7 @@ def with_effects(ctx, a, b, c):
     all_ok = reduce(ctx, "ReduceAll", ok, list(range(ok.rank)), False, torch.bool,
                     suffix="all_ok")
     api = str(ctx.node.args[3]).replace(".", "_")
-    ctx.op("Assert", [all_ok, [info]], {"summarize": 3}, out=[], suffix=f"{api}_check_errors")
-    check = ctx.builder.last_op
-    new_token = ctx.builder.op("Identity", ctx.name("token"), [token], {},
-                               [(token.dtype, token.shape)], control=[check])[0]
-    return (new_token, None)
+    return (checked(ctx, token, all_ok, [info], f"{api}_check_errors"), None)
 
 
 # ---- SVD ---------------------------------------------------------------------------------
