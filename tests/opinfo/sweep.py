@@ -137,7 +137,11 @@ def _compiled(op: Any, tag: str) -> Callable:
 
 
 def _graph_breaks() -> Counter:
-    return Counter(torch._dynamo.utils.counters["graph_break"])
+    """Dynamo's graph breaks, including the silent kind: an exception Dynamo allows as a
+    fallback (e.g. AOTAutograd's DataDependentOutputException) runs the frame in eager and
+    is counted only under ``unimplemented`` ("Backend compiler exception")."""
+    counters = torch._dynamo.utils.counters
+    return Counter(counters["graph_break"]) + Counter(counters["unimplemented"])
 
 
 _RUNS = itertools.count(1)
