@@ -344,6 +344,11 @@ def select_int(ctx, self, dim, index):
     dim = norm_axis(dim, self.rank)
     n = self.shape[dim]
     index = index + n if index < 0 and n >= 0 else index
+    if 0 <= index < n and all(d >= 0 for d in self.shape):
+        # a static one-row StridedSliceV2 + Reshape: the same values as GatherV2, and the
+        # host device keeps both as views (selecting a layer of a stacked KV cache is free)
+        row = strided_slice(ctx, self, [dim], [index], [index + 1], [1], suffix="row")
+        return reshape(ctx, row, self.shape[:dim] + self.shape[dim + 1:], suffix="")
     # a negative index left (dynamic dim) counts from the end, as GatherV2 allows
     attrs = {"negative_index_support": True} if index < 0 else {}
     index = ctx.const(torch.tensor(index), torch.int64, "index")

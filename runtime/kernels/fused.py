@@ -92,7 +92,9 @@ def incre_flash_attention(query, key, value, pse_shift=None, atten_mask=None,
                           actual_seq_lengths=None, *unused, num_heads=1, scale_value=1.0,
                           input_layout="BSH", num_key_value_heads=1, block_size=0,
                           inner_precise=1, **unused_attrs):
-    key, value = torch.cat(list(key), 0), torch.cat(list(value), 0)
+    # the dynamic inputs hold one tensor per batch block: one block is used as it is
+    key = key[0] if len(key) == 1 else torch.cat(list(key), 0)
+    value = value[0] if len(value) == 1 else torch.cat(list(value), 0)
     kvh = num_key_value_heads or num_heads
     q = _bnsd(_split_bsh(query, num_heads, input_layout), input_layout)
     k = _bnsd(_split_bsh(key, kvh, input_layout), input_layout)
