@@ -5,6 +5,7 @@ sampling in float32 moves the sample points away from eager's bfloat16 ones."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -80,38 +81,27 @@ def _grid_attrs(interpolation_mode, padding_mode, align_corners) -> dict:
             "padding_mode": PADDING[padding_mode], "align_corners": bool(align_corners)}
 
 
-@register(aten.grid_sampler_2d.default)
-def grid_sampler_2d(ctx, input, grid, interpolation_mode, padding_mode, align_corners):
-    """grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""  # noqa: E501
-    return ctx.op("GridSampler2D", [input, grid],
+def _grid_sampler(ctx, input, grid, interpolation_mode, padding_mode, align_corners, *,
+                  ge_type):
+    """grid_sampler_{2,3}d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""  # noqa: E501
+    return ctx.op(ge_type, [input, grid],
                   _grid_attrs(interpolation_mode, padding_mode, align_corners))
 
 
-@register(aten.grid_sampler_2d_backward.default)
-def grid_sampler_2d_backward(ctx, grad_output, input, grid, interpolation_mode, padding_mode,
-                             align_corners, output_mask):
-    """grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)"""  # noqa: E501
-    dx, dgrid = ctx.op("GridSampler2DGrad", [grad_output, input, grid],
+def _grid_sampler_backward(ctx, grad_output, input, grid, interpolation_mode, padding_mode,
+                           align_corners, output_mask, *, ge_type):
+    """grid_sampler_{2,3}d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)"""  # noqa: E501
+    dx, dgrid = ctx.op(ge_type, [grad_output, input, grid],
                        _grid_attrs(interpolation_mode, padding_mode, align_corners),
                        out=[(input.dtype, input.shape), (grid.dtype, grid.shape)])
     return tuple(v if keep else None for v, keep in zip((dx, dgrid), output_mask))
 
 
-@register(aten.grid_sampler_3d.default)
-def grid_sampler_3d(ctx, input, grid, interpolation_mode, padding_mode, align_corners):
-    """grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""  # noqa: E501
-    return ctx.op("GridSampler3D", [input, grid],
-                  _grid_attrs(interpolation_mode, padding_mode, align_corners))
-
-
-@register(aten.grid_sampler_3d_backward.default)
-def grid_sampler_3d_backward(ctx, grad_output, input, grid, interpolation_mode, padding_mode,
-                             align_corners, output_mask):
-    """grid_sampler_3d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)"""  # noqa: E501
-    dx, dgrid = ctx.op("GridSampler3DGrad", [grad_output, input, grid],
-                       _grid_attrs(interpolation_mode, padding_mode, align_corners),
-                       out=[(input.dtype, input.shape), (grid.dtype, grid.shape)])
-    return tuple(v if keep else None for v, keep in zip((dx, dgrid), output_mask))
+for _d in (2, 3):
+    register(getattr(aten, f"grid_sampler_{_d}d").default)(
+        functools.partial(_grid_sampler, ge_type=f"GridSampler{_d}D"))
+    register(getattr(aten, f"grid_sampler_{_d}d_backward").default)(
+        functools.partial(_grid_sampler_backward, ge_type=f"GridSampler{_d}DGrad"))
 
 
 @register(aten.adaptive_max_pool2d.default)

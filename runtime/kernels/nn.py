@@ -251,32 +251,25 @@ _INTERPOLATION = {"bilinear": 0, "nearest": 1, "bicubic": 2}
 _PADDING = {"zeros": 0, "border": 1, "reflection": 2}
 
 
-@kernel("GridSampler2D")
-def grid_sampler_2d(x, grid, interpolation_mode="bilinear", padding_mode="zeros",
+def _grid_sampler_kernels(d: int) -> None:
+    """GridSampler{d}D(x, grid, **attrs) and GridSampler{d}DGrad(grad, x, grid, **attrs)."""
+    fwd, bwd = getattr(aten, f"grid_sampler_{d}d"), getattr(aten, f"grid_sampler_{d}d_backward")
+
+    @kernel(f"GridSampler{d}D")
+    def sample(x, grid, interpolation_mode="bilinear", padding_mode="zeros",
+               align_corners=False, data_format=None):
+        return fwd(x, grid, _INTERPOLATION[interpolation_mode], _PADDING[padding_mode],
+                   align_corners)
+
+    @kernel(f"GridSampler{d}DGrad")
+    def sample_grad(grad, x, grid, interpolation_mode="bilinear", padding_mode="zeros",
                     align_corners=False):
-    return aten.grid_sampler_2d(x, grid, _INTERPOLATION[interpolation_mode],
-                                _PADDING[padding_mode], align_corners)
+        return bwd(grad, x, grid, _INTERPOLATION[interpolation_mode], _PADDING[padding_mode],
+                   align_corners, [True, True])
 
 
-@kernel("GridSampler2DGrad")
-def grid_sampler_2d_grad(grad, x, grid, interpolation_mode="bilinear", padding_mode="zeros",
-                         align_corners=False):
-    return aten.grid_sampler_2d_backward(grad, x, grid, _INTERPOLATION[interpolation_mode],
-                                         _PADDING[padding_mode], align_corners, [True, True])
-
-
-@kernel("GridSampler3D")
-def grid_sampler_3d(x, grid, interpolation_mode="bilinear", padding_mode="zeros",
-                    align_corners=False, data_format="NCDHW"):
-    return aten.grid_sampler_3d(x, grid, _INTERPOLATION[interpolation_mode],
-                                _PADDING[padding_mode], align_corners)
-
-
-@kernel("GridSampler3DGrad")
-def grid_sampler_3d_grad(grad, x, grid, interpolation_mode="bilinear", padding_mode="zeros",
-                         align_corners=False):
-    return aten.grid_sampler_3d_backward(grad, x, grid, _INTERPOLATION[interpolation_mode],
-                                         _PADDING[padding_mode], align_corners, [True, True])
+_grid_sampler_kernels(2)
+_grid_sampler_kernels(3)
 
 
 # ---- group norm, distances ------------------------------------------------------------
