@@ -388,6 +388,19 @@ def _histc_ok(node: torch.fx.Node) -> str | None:
     return None
 
 
+def _bin_targets(ctx: LoweringContext, x: Value, pos: Value, lo: Value, hi: Value,
+                 spare: int) -> Value:
+    """Scatter targets (n, 1) of the 1-D ``x``: its bin ``pos`` inside [lo, hi], else the
+    spare bin ``spare`` (dropped afterwards; NaN is outside too)."""
+    n, dtype = x.shape[0], x.dtype
+    inside = ctx.op("LogicalAnd", [
+        pointwise(ctx, "GreaterEqual", [x, lo], dtype, y_dtype=torch.bool, suffix="ge"),
+        pointwise(ctx, "LessEqual", [x, hi], dtype, y_dtype=torch.bool, suffix="le")],
+        out=(torch.bool, (n,)), suffix="inside")
+    return reshape(ctx, select(ctx, inside, pos, spare, torch.int64, suffix="target"), (n, 1),
+                   "nd")
+
+
 def _histc_range(ctx: LoweringContext, x: Value, lo: float, hi: float) -> tuple[Value, Value]:
     """(left, right) edges as 0-d ``x.dtype`` values: min/max of the data when lo == hi, and
     widened by 1 either way when they are still equal."""
@@ -425,13 +438,7 @@ def histc(ctx, self, bins=100, min=0, max=0):
     ratio = pointwise(ctx, "RealDiv", [scaled, width], dtype, suffix="ratio")
     pos = pointwise(ctx, "Minimum", [cast(ctx, ratio, torch.int64), bins - 1], torch.int64,
                     suffix="bin")
-    inside = ctx.op("LogicalAnd", [
-        pointwise(ctx, "GreaterEqual", [x, left], dtype, y_dtype=torch.bool, suffix="ge"),
-        pointwise(ctx, "LessEqual", [x, right], dtype, y_dtype=torch.bool, suffix="le")],
-        out=(torch.bool, (n,)), suffix="inside")
-    # skipped elements land in a spare bin ``bins``, dropped afterwards
-    target = reshape(ctx, select(ctx, inside, pos, bins, torch.int64, suffix="target"), (n, 1),
-                     "nd")
+    target = _bin_targets(ctx, x, pos, left, right, bins)
     counts = ctx.op("ScatterNonAliasingAdd", [filled(ctx, (bins + 1,), 0, torch.int32), target,
                                               filled(ctx, (n,), 1, torch.int32)],
                     out=(torch.int32, (bins + 1,)), suffix="count")
@@ -630,12 +637,7 @@ def _histogram(ctx: LoweringContext, x: Value, edges: Value, weight: Value | Non
                     suffix="bin")
     first = strided_slice(ctx, edges, [0], [0], [1], [1], suffix="first")
     last = strided_slice(ctx, edges, [0], [k], [k + 1], [1], suffix="last")
-    inside = ctx.op("LogicalAnd", [
-        pointwise(ctx, "GreaterEqual", [flat, first], dtype, y_dtype=torch.bool, suffix="ge"),
-        pointwise(ctx, "LessEqual", [flat, last], dtype, y_dtype=torch.bool, suffix="le")],
-        out=(torch.bool, (n,)), suffix="inside")
-    target = reshape(ctx, select(ctx, inside, pos, k, torch.int64, suffix="target"), (n, 1),
-                     "nd")
+    target = _bin_targets(ctx, flat, pos, first, last, k)
     amount = (reshape(ctx, cast(ctx, weight, dtype), (n,), "weights") if weight is not None
               else filled(ctx, (n,), 1, dtype))
     hist = ctx.op("ScatterNonAliasingAdd", [filled(ctx, (k + 1,), 0, dtype), target, amount],
