@@ -49,6 +49,7 @@ from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.context import LoweringContext, static_shape
 from npu_inductor.lowering.elementwise import pointwise, select, signbit
 from npu_inductor.lowering.helpers import broadcast_shape, cast, checked, int_list, promote
+from npu_inductor.lowering.index import filled
 from npu_inductor.lowering.reduction import reduce
 from npu_inductor.lowering.registry import register
 from npu_inductor.lowering.shape import broadcast_to, move, reshape, strided_slice, transpose
@@ -102,12 +103,6 @@ def linalg_ok(*, dtypes_: Sequence[torch.dtype] = _FLOATS, square: bool = False,
 # ---- small builders ----------------------------------------------------------------------
 def _mT(ctx: LoweringContext, x: Value, suffix: str = "mT") -> Value:
     return transpose(ctx, x, [*range(x.rank - 2), x.rank - 1, x.rank - 2], suffix)
-
-
-def _zeros(ctx: LoweringContext, shape: Sequence[int], dtype: torch.dtype,
-           suffix: str) -> Value:
-    return ctx.op("Fill", [int_list(ctx, shape, suffix + "_dims"), ctx.const(0, dtype)],
-                  out=(dtype, tuple(shape)), suffix=suffix)
 
 
 def _diag(ctx: LoweringContext, x: Value, suffix: str = "diag") -> Value:
@@ -309,7 +304,7 @@ def linalg_svd(ctx, A, full_matrices=False, compute_uv=True, driver=None):
 def linalg_inv_ex(ctx, A, check_errors=False):
     """linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)"""
     inv = ctx.op("MatrixInverse", [A], {"adjoint": False}, out=(A.dtype, A.shape))
-    return inv, _zeros(ctx, A.shape[:-2], torch.int32, "info")  # MatrixInverse fails instead
+    return inv, filled(ctx, A.shape[:-2], 0, torch.int32)  # MatrixInverse fails instead
 
 
 def _vector_rhs(A: Value, B: Value) -> bool:
@@ -329,7 +324,7 @@ def linalg_solve_ex(ctx, A, B, left=True, check_errors=False):
     x = x if left else _mT(ctx, x, "x_t")
     x = reshape(ctx, x, ctx.out_specs()[0][1], "result")
     lu, pivots = _lu_outputs(ctx, A, used(ctx.node, 1), used(ctx.node, 2))
-    return x, lu, pivots, _zeros(ctx, A.shape[:-2], torch.int32, "info")
+    return x, lu, pivots, filled(ctx, A.shape[:-2], 0, torch.int32)
 
 
 @register(aten.linalg_solve_triangular.default, capability=linalg_ok())
@@ -374,7 +369,7 @@ def cholesky(ctx, self, upper=False):
 def linalg_cholesky_ex(ctx, self, upper=False, check_errors=False):
     """linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False)
     -> (Tensor L, Tensor info)"""
-    return _cholesky(ctx, self, upper), _zeros(ctx, self.shape[:-2], torch.int32, "info")
+    return _cholesky(ctx, self, upper), filled(ctx, self.shape[:-2], 0, torch.int32)
 
 
 @register(aten.cholesky_solve.default, capability=linalg_ok())
@@ -437,7 +432,7 @@ def linalg_qr(ctx, A, mode="reduced"):
     q, r = ctx.op("Qr", [A], {"full_matrices": full},
                   out=[(A.dtype, (*A.shape[:-2], m, qcols)), ctx.out_specs()[1]], suffix="qr")
     if mode == "r":  # ATen returns an empty Q
-        q = _zeros(ctx, (0,), A.dtype, "no_q")
+        q = filled(ctx, (0,), 0, A.dtype)
     return q, r
 
 
@@ -544,7 +539,7 @@ def linalg_pinv(ctx, self, atol=None, rtol=None, hermitian=False):
     bool hermitian=False) -> Tensor"""
     m, n = self.shape[-2:]
     if m == 0 or n == 0:
-        return _zeros(ctx, ctx.out_specs()[0][1], self.dtype, "empty")
+        return filled(ctx, ctx.out_specs()[0][1], 0, self.dtype)
     default_rtol = torch.finfo(self.dtype).eps * max(m, n)
     if atol is None and rtol is None and not hermitian:  # GE Pinverse: s <= rcond * s_max
         return ctx.op("Pinverse", [self], {"rcond": default_rtol}, suffix="")
@@ -725,6 +720,6 @@ def geqrf(ctx, self):
         a, tau = _geqr2_step(ctx, a, i)
         taus.append(reshape(ctx, tau, tau.shape[:-2], f"tau{i}_s"))
     tau = ctx.op("Pack", [taus], {"axis": self.rank - 2, "N": len(taus)},
-                 out=ctx.out_specs()[1], suffix="tau") if taus else _zeros(
-        ctx, ctx.out_specs()[1][1], self.dtype, "tau")
+                 out=ctx.out_specs()[1], suffix="tau") if taus else filled(
+        ctx, ctx.out_specs()[1][1], 0, self.dtype)
     return a, tau
