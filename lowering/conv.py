@@ -18,6 +18,7 @@ import torch
 from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.helpers import cast, int_list
+from npu_inductor.lowering.index import filled
 from npu_inductor.lowering.registry import register
 from npu_inductor.lowering.shape import move, reshape, static_dims, strided_slice, transpose
 from npu_inductor.lowering.symbolic import shape_of
@@ -174,9 +175,7 @@ def _spread(ctx: LoweringContext, x: Value, axis: int, step: int) -> Value:
     n = x.shape[axis]
     lifted = x.shape[:axis + 1] + (1,) + x.shape[axis + 1:]
     zeros_shape = x.shape[:axis + 1] + (step - 1,) + x.shape[axis + 1:]
-    zeros = ctx.op("Fill", [int_list(ctx, zeros_shape, "zeros_shape"),
-                            ctx.const(0, x.dtype, "zero")], out=(x.dtype, zeros_shape),
-                   suffix=f"zeros{axis}")
+    zeros = filled(ctx, zeros_shape, 0, x.dtype)
     pair = ctx.op("ConcatV2", [[reshape(ctx, x, lifted, f"lift{axis}"), zeros],
                                ctx.const(axis + 1, torch.int64, "axis")], {"N": 2},
                   out=(x.dtype, x.shape[:axis + 1] + (step,) + x.shape[axis + 1:]),
