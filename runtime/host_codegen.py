@@ -86,7 +86,8 @@ def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict) -> di
     args = [_arg_expr(a, consts, i in lists) for i, a in enumerate(st.args)]
     call = args + _attr_call(k, st.attrs, binds)
     ctx: dict[str, Any] = {"index": k, "label": _label(b), "args": args, "use_out": b.use_out,
-                           "multi": len(st.outs) > 1, "detach": b.detach, "stores": []}
+                           "multi": len(st.outs) > 1, "detach": b.detach, "stores": [],
+                           "notask": b.notask, "out_slot": st.outs[0] if st.outs else None}
     if b.use_out:
         s = st.outs[0]
         if b.dests[0][0] == "ws":

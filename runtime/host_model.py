@@ -29,7 +29,7 @@ import torch
 
 from npu_inductor.ge.ir import Graph, OpNode
 from npu_inductor.ge.op_specs import get_spec
-from npu_inductor.runtime.kernels import KERNELS, OUT_KERNELS
+from npu_inductor.runtime.kernels import KERNELS, OUT_KERNELS, RUNTIME, SPECIALIZERS
 from npu_inductor.runtime.memory_plan import (
     ALIAS_OPS,
     VIEW_OPS,
@@ -38,6 +38,9 @@ from npu_inductor.runtime.memory_plan import (
     PlanStep,
     plan_memory,
 )
+
+
+_SPEC_CONST_MAX = 64  # Const inputs decoded for kernel specialization: shapes, axes, sizes
 
 
 class HostExecutionError(RuntimeError):
@@ -63,6 +66,7 @@ class Bound:
     dests: tuple[tuple, ...]       # per output: ("ws", slot) | ("graph",) | ("keep",) | ("drop",)
     frees: tuple[int, ...]
     detach: bool = False           # a planned output overlaps a planned input's bytes
+    notask: bool = False           # a view op whose planned output is its input's bytes
 
 
 def _arg_layout(op: OpNode, slot_of: dict[str, int]) -> tuple:
@@ -148,9 +152,21 @@ class HostModel:
             first = slot_of[f"{op.name}:0"]
             outs = tuple(range(first, first + max(len(op.output_descs), 1)))
             attrs = {k: _py(a.value) for k, a in op.attrs.items()}
-            self.steps.append(Step(op, KERNELS[op.type], args, attrs, outs,
+            self.steps.append(Step(op, self._kernel(op, args, attrs), args, attrs, outs,
                                    tuple(sig_of[s] for s in outs)))
         self._produced = {s for st in self.steps for s in st.outs}
+
+    def _kernel(self, op: OpNode, args: tuple, attrs: dict[str, Any]) -> Callable[..., Any]:
+        """The op's kernel, specialized to its Const inputs and attrs when it offers that."""
+        spec = SPECIALIZERS.get(op.type)
+        if spec is not None:
+            consts = [None if a is None else self.consts[a].tolist()
+                      if isinstance(a, int) and a in self.consts
+                      and self.consts[a].numel() <= _SPEC_CONST_MAX else RUNTIME for a in args]
+            fn = spec(consts, attrs)
+            if fn is not None:
+                return fn
+        return KERNELS[op.type]
 
     # ---- binding outputs to memory ---------------------------------------------------------
     def set_memory_plan(self, enabled: bool) -> None:
@@ -189,7 +205,7 @@ class HostModel:
                 return self._bind(planned=False)
         frees = _frees(self.steps, dests, graph_outs | external)
         return [Bound(st, u, tuple(dests[s] for s in st.outs), f,
-                      not u and _shares_bytes(st, self.plan))
+                      not u and _shares_bytes(st, self.plan), _no_task(st, dests, self.plan))
                 for st, u, f in zip(self.steps, use_out, frees)]
 
     def _plan_steps(self, use_out: list[bool]) -> list[PlanStep]:
@@ -285,6 +301,9 @@ def _can_out(st: Step) -> bool:
 def _run_step(b: Bound, vals: list[Any], views: dict[int, torch.Tensor],
               ws_ptr: int | None) -> None:
     st = b.step
+    if b.notask:
+        vals[st.outs[0]] = views[st.outs[0]]
+        return
     args = [_fetch(vals, a) for a in st.args]
     if b.use_out:
         dest = b.dests[0]
@@ -335,6 +354,17 @@ def _hand_over(r: torch.Tensor, sig: tuple, args: list[Any], ws_ptr: int | None)
 def _shape_matches(actual: Sequence[int], declared: Sequence[int]) -> bool:
     """A declared ``-1`` (dynamic) dim matches any size."""
     return len(actual) == len(declared) and all(d in (-1, a) for a, d in zip(actual, declared))
+
+
+def _no_task(st: Step, dests: dict[int, tuple], plan: MemoryPlan | None) -> bool:
+    """A view op (GE: a no-task op) whose input and output are the same planned bytes: its
+    result is the output slot's workspace view as it is, so no kernel runs for it."""
+    if plan is None or st.op.type not in VIEW_OPS or len(st.outs) != 1:
+        return False
+    src, out = _flat(st.args)[0], st.outs[0]
+    return (dests.get(src, ("x",))[0] == "ws" and dests[out][0] == "ws"
+            and plan.offsets.get(src) == plan.offsets.get(out)
+            and plan.nbytes.get(src) == plan.nbytes.get(out))
 
 
 def _shares_bytes(st: Step, plan: MemoryPlan | None) -> bool:

@@ -19,9 +19,26 @@ OUT_KERNELS: set[str] = set()
 # (``tensor.tolist()``) of a Const input, which the generated host executor decodes once at
 # load time instead of per call. Such a kernel reads those inputs through ``as_list``.
 CONST_INPUTS: dict[str, tuple[int, ...]] = {}
+# Opt-in: op type -> ``specialize(consts, attrs)`` run once when a model is loaded, where
+# ``consts`` holds, per input position, the decoded value (``tolist()``) of a small Const
+# input, ``None`` for an unfed optional input, or ``RUNTIME`` for a value known only when
+# the graph runs. It returns a kernel for that one op (same call signature as the generic
+# kernel; it may ignore the Const inputs and attrs it has baked in) or ``None`` to keep the
+# generic one. This is where per-call Python work (decoding slices, choosing a BLAS entry
+# point) moves to load time, as a device's kernel compiler would fix tiling per op.
+SPECIALIZERS: dict[str, Callable] = {}
 
 
-def kernel(*op_types: str, out: bool = False, const_inputs: tuple[int, ...] = ()) -> Callable:
+class _Runtime:
+    def __repr__(self) -> str:
+        return "RUNTIME"
+
+
+RUNTIME = _Runtime()  # a specializer's marker for an input that is not a (small) Const
+
+
+def kernel(*op_types: str, out: bool = False, const_inputs: tuple[int, ...] = (),
+           specialize: Callable | None = None) -> Callable:
     def deco(fn: Callable) -> Callable:
         for t in op_types:
             if t in KERNELS:
@@ -31,6 +48,8 @@ def kernel(*op_types: str, out: bool = False, const_inputs: tuple[int, ...] = ()
                 OUT_KERNELS.add(t)
             if const_inputs:
                 CONST_INPUTS[t] = const_inputs
+            if specialize is not None:
+                SPECIALIZERS[t] = specialize
         return fn
     return deco
 

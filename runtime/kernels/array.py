@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from npu_inductor.runtime.kernels import as_list, kernel
+from npu_inductor.runtime.kernels import RUNTIME, as_list, kernel
 
 
 @kernel("Reshape", const_inputs=(1,))
@@ -70,22 +70,47 @@ def unpack(x, num, axis=0):
     return _outputs(torch.unbind(x, axis))
 
 
-@kernel("StridedSliceV2")
-def strided_slice_v2(x, begin, end, axes=None, strides=None, begin_mask=0, end_mask=0,
-                     ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0):
+def _slice_index(rank, begin, end, axes, strides, begin_mask, end_mask, ellipsis_mask,
+                 new_axis_mask, shrink_axis_mask) -> tuple:
     if ellipsis_mask or new_axis_mask or shrink_axis_mask:
         raise ValueError("StridedSliceV2: ellipsis/new_axis/shrink_axis masks are not supported "
                          "on the host device")
-    b, e = begin.tolist(), end.tolist()
-    axes = axes.tolist() if axes is not None else list(range(len(b)))
-    steps = strides.tolist() if strides is not None else [1] * len(b)
-    index = [slice(None)] * x.dim()
-    for i, (a, lo, hi, s) in enumerate(zip(axes, b, e, steps)):
+    axes = axes if axes is not None else list(range(len(begin)))
+    steps = strides if strides is not None else [1] * len(begin)
+    index = [slice(None)] * rank
+    for i, (a, lo, hi, s) in enumerate(zip(axes, begin, end, steps)):
         if s <= 0:
             raise ValueError("StridedSliceV2: non-positive strides are not supported on the host")
-        index[a % x.dim()] = slice(None if begin_mask >> i & 1 else lo,
-                                   None if end_mask >> i & 1 else hi, s)
-    return x[tuple(index)]
+        index[a % rank] = slice(None if begin_mask >> i & 1 else lo,
+                                None if end_mask >> i & 1 else hi, s)
+    return tuple(index)
+
+
+def _specialize_strided_slice(consts, attrs):
+    """Constant begin/end/axes/strides: the index tuple is built once, per call only ``x[i]``
+    (the output rank is fixed by the graph, so the input's rank is too)."""
+    begin, end, axes, strides = (list(consts[1:5]) + [None] * 4)[:4]
+    if RUNTIME in (begin, end, axes, strides):
+        return None
+    masks = [attrs.get(k, 0) for k in ("begin_mask", "end_mask", "ellipsis_mask",
+                                       "new_axis_mask", "shrink_axis_mask")]
+    cache: dict[int, tuple] = {}
+
+    def strided_slice(x, *_, **__):
+        index = cache.get(x.dim())
+        if index is None:
+            index = cache[x.dim()] = _slice_index(x.dim(), begin, end, axes, strides, *masks)
+        return x[index]
+    return strided_slice
+
+
+@kernel("StridedSliceV2", specialize=_specialize_strided_slice)
+def strided_slice_v2(x, begin, end, axes=None, strides=None, begin_mask=0, end_mask=0,
+                     ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0):
+    return x[_slice_index(x.dim(), begin.tolist(), end.tolist(),
+                          axes.tolist() if axes is not None else None,
+                          strides.tolist() if strides is not None else None, begin_mask,
+                          end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask)]
 
 
 @kernel("AsStrided")

@@ -20,7 +20,25 @@ def matmul(x1, x2, bias=None, offset_w=None, transpose_x1=False, transpose_x2=Fa
     return torch.mm(a, b, out=out)
 
 
-@kernel("BatchMatMulV2", "BatchMatMul", out=True)
+def _specialize_batch_matmul(consts, attrs):
+    """Flags fixed at load time; a 2-D right operand with a bias runs as one ``addmm`` over
+    the flattened rows (what eager's ``linear`` calls) instead of ``matmul`` then ``add_``."""
+    adj1, adj2 = attrs.get("adj_x1", False), attrs.get("adj_x2", False)
+
+    def batch_matmul_2d(x1, x2, bias=None, *_, out=None, **__):
+        a = x1.mT if adj1 else x1
+        b = x2.mT if adj2 else x2
+        if bias is None:
+            return torch.matmul(a, b, out=out)
+        if b.dim() == 2 and bias.dim() <= 1 and out is not None and a.dim() >= 2:
+            torch.addmm(bias, a.reshape(-1, a.shape[-1]), b, out=out.view(-1, b.shape[-1]))
+            return out
+        y = torch.matmul(a, b, out=out)
+        return y.add_(bias) if out is not None else y + bias
+    return batch_matmul_2d
+
+
+@kernel("BatchMatMulV2", "BatchMatMul", out=True, specialize=_specialize_batch_matmul)
 def batch_matmul(x1, x2, bias=None, offset_w=None, adj_x1=False, adj_x2=False, offset_x=0,
                  out=None):
     y = torch.matmul(_t(x1, adj_x1), _t(x2, adj_x2), out=out)
