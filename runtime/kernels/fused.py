@@ -121,20 +121,43 @@ def _rotate_half(x):
     return torch.cat((-x2, x1), dim=-1)
 
 
+_SIGNS: dict[tuple[int, torch.dtype], torch.Tensor] = {}
+
+
+def _signed_sin(r2):
+    """rotate_half(x) * sin == roll(x, d/2) * cat(-sin[:d/2], sin[d/2:]) exactly (a sign
+    flip is exact), so the sign moves onto sin, once per call for query and key both."""
+    d = r2.shape[-1]
+    sign = _SIGNS.get((d, r2.dtype))
+    if sign is None:
+        sign = _SIGNS[(d, r2.dtype)] = torch.cat([-torch.ones(d // 2, dtype=r2.dtype),
+                                                  torch.ones(d - d // 2, dtype=r2.dtype)])
+    return r2 * sign
+
+
+def _rotary(x, r1, signed):
+    """Even width only (the roll identity pairs i with i + d/2)."""
+    if r1.shape != signed.shape:  # the broadcast shape may grow: no in-place update
+        return torch.addcmul(x * r1, x.roll(x.shape[-1] // 2, -1), signed)
+    return (x * r1).addcmul_(x.roll(x.shape[-1] // 2, -1), signed)
+
+
 @kernel("RotaryMul")
 def rotary_mul(x, r1, r2):
-    """x * r1 + rotate_half(x) * r2: one multiply, one cat, one in-place addcmul (fewer
-    torch calls than half-wise updates; this kernel is on every LLaMA layer's hot path)."""
-    if r1.shape != r2.shape:  # the broadcast shape may grow: no in-place update
+    """x * r1 + rotate_half(x) * r2: a multiply, a roll and one in-place addcmul."""
+    if x.shape[-1] % 2:
         return torch.addcmul(x * r1, _rotate_half(x), r2)
-    return (x * r1).addcmul_(_rotate_half(x), r2)
+    return _rotary(x, r1, _signed_sin(r2))
 
 
 @kernel("ApplyRotaryPosEmb")
 def apply_rotary_pos_emb(query, key, cos, sin, layout=1, rotary_mode="half"):
     if rotary_mode != "half":
         raise ValueError(f"ApplyRotaryPosEmb: rotary_mode {rotary_mode!r} not supported")
-    return rotary_mul(query, cos, sin), rotary_mul(key, cos, sin)
+    if query.shape[-1] % 2:
+        return rotary_mul(query, cos, sin), rotary_mul(key, cos, sin)
+    signed = _signed_sin(sin)
+    return _rotary(query, cos, signed), _rotary(key, cos, signed)
 
 
 @kernel("SwiGlu")
