@@ -35,8 +35,14 @@ def _bnsd(t, layout):
     return t.transpose(1, 2) if layout in ("BSND", "BSH") else t
 
 
-def _layout_out(out, layout):
-    return out.transpose(1, 2).contiguous() if layout in ("BSND", "BSH") else out
+def _layout_out(y, layout, out=None):
+    """BNSD attention result in the op's layout; with ``out`` one copy straight into it."""
+    if layout in ("BSND", "BSH"):
+        y = y.transpose(1, 2)
+    if out is not None:
+        out.view(y.shape).copy_(y)
+        return out
+    return y.contiguous().flatten(2) if layout == "BSH" else y.contiguous()
 
 
 def _split_bsh(t, heads, layout):
@@ -76,27 +82,26 @@ def _attention(q, k, v, pse, atten_mask, scale, pre_tokens, next_tokens):
                                           is_causal=causal, enable_gqa=gqa)
 
 
-@kernel("PromptFlashAttention")
+@kernel("PromptFlashAttention", out=True)
 def prompt_flash_attention(query, key, value, pse_shift=None, atten_mask=None,
                            actual_seq_lengths=None, actual_seq_lengths_kv=None, deq_scale1=None,
                            quant_scale1=None, deq_scale2=None, quant_scale2=None,
                            quant_offset2=None, num_heads=1, scale_value=1.0,
                            pre_tokens=214748647, next_tokens=0, input_layout="BSH",
-                           num_key_value_heads=1, sparse_mode=0, inner_precise=1):
+                           num_key_value_heads=1, sparse_mode=0, inner_precise=1, out=None):
     kvh = num_key_value_heads or num_heads
     q = _bnsd(_split_bsh(query, num_heads, input_layout), input_layout)
     k = _bnsd(_split_bsh(key, kvh, input_layout), input_layout)
     v = _bnsd(_split_bsh(value, kvh, input_layout), input_layout)
-    out = _attention(q, k, v, pse_shift, atten_mask, scale_value, pre_tokens, next_tokens)
-    out = _layout_out(out, input_layout)
-    return out.flatten(2) if input_layout == "BSH" else out
+    y = _attention(q, k, v, pse_shift, atten_mask, scale_value, pre_tokens, next_tokens)
+    return _layout_out(y, input_layout, out)
 
 
-@kernel("IncreFlashAttention")
+@kernel("IncreFlashAttention", out=True)
 def incre_flash_attention(query, key, value, pse_shift=None, atten_mask=None,
                           actual_seq_lengths=None, *unused, num_heads=1, scale_value=1.0,
                           input_layout="BSH", num_key_value_heads=1, block_size=0,
-                          inner_precise=1, **unused_attrs):
+                          inner_precise=1, out=None, **unused_attrs):
     # the dynamic inputs hold one tensor per batch block: one block is used as it is
     key = key[0] if len(key) == 1 else torch.cat(list(key), 0)
     value = value[0] if len(value) == 1 else torch.cat(list(value), 0)
@@ -110,10 +115,9 @@ def incre_flash_attention(query, key, value, pse_shift=None, atten_mask=None,
                                                                          float("-inf"))
     if pse_shift is not None:
         bias = pse_shift if bias is None else bias + pse_shift
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale_value,
-                                         enable_gqa=k.shape[1] != q.shape[1])
-    out = _layout_out(out, input_layout)
-    return out.flatten(2) if input_layout == "BSH" else out
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale_value,
+                                       enable_gqa=k.shape[1] != q.shape[1])
+    return _layout_out(y, input_layout, out)
 
 
 def _rotate_half(x):
