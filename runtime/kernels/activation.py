@@ -16,16 +16,17 @@ def relu(x, out=None):
     return torch.relu(x) if out is None else torch.clamp_min(x, 0, out=out)
 
 
-kernel("Sigmoid")(torch.sigmoid)
-kernel("Tanh")(torch.tanh)
+kernel("Sigmoid", out=True)(torch.sigmoid)
+kernel("Tanh", out=True)(torch.tanh)
 kernel("Mish")(F.mish)
 kernel("HardSwish")(F.hardswish)
 kernel("LogSigmoid")(F.logsigmoid)
 
 
-@kernel("GeluV2")
-def gelu_v2(x, approximate="none"):
-    return F.gelu(x, approximate=approximate)
+@kernel("GeluV2", out=True)
+def gelu_v2(x, approximate="none", out=None):
+    return torch._C._nn.gelu(x, approximate=approximate, out=out) if out is not None else \
+        F.gelu(x, approximate=approximate)
 
 
 @kernel("GeluGradV2")
@@ -33,10 +34,12 @@ def gelu_grad_v2(dy, x, approximate="none"):
     return aten.gelu_backward(dy, x, approximate=approximate)
 
 
-@kernel("Swish")
-def swish(x, scale=1.0):
+@kernel("Swish", out=True)
+def swish(x, scale=1.0, out=None):
     """y = x * sigmoid(scale * x)."""
-    return F.silu(x) if scale == 1.0 else x * torch.sigmoid(scale * x)
+    if scale == 1.0:
+        return F.silu(x) if out is None else torch._C._nn.silu(x, out=out)
+    return torch.mul(x, torch.sigmoid(scale * x), out=out)
 
 
 @kernel("SwishGrad")

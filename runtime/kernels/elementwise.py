@@ -119,9 +119,9 @@ def addcmul(input_data, x1, x2, value):
     return input_data + value * x1 * x2
 
 
-@kernel("Cast")
-def cast(x, dst_type):
-    return x.to(from_cpp(dst_type))
+@kernel("Cast", out=True)
+def cast(x, dst_type, out=None):
+    return x.to(from_cpp(dst_type)) if out is None else out.copy_(x)
 
 
 @kernel("Identity")

@@ -170,9 +170,10 @@ def swiglu(x, dim=-1):
     return F.silu(a) * b
 
 
-@kernel("Gelu")
-def gelu(x):
-    return F.gelu(x, approximate="tanh")
+@kernel("Gelu", out=True)
+def gelu(x, out=None):
+    return F.gelu(x, approximate="tanh") if out is None else \
+        torch._C._nn.gelu(x, approximate="tanh", out=out)
 
 
 def _fas_mask(q, k, atten_mask, pre_tockens, next_tockens):

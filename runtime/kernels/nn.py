@@ -139,9 +139,12 @@ def layer_norm_grad_v3(dy, x, rstd, mean, gamma):
 
 
 # ---- softmax --------------------------------------------------------------------------
-@kernel("SoftmaxV2")
-def softmax_v2(x, axes=(-1,), half_to_float=False):
+@kernel("SoftmaxV2", out=True)
+def softmax_v2(x, axes=(-1,), half_to_float=False, out=None):
     (axis,) = axes
+    if out is not None:
+        src = x.float() if half_to_float and x.dtype != torch.float32 else x
+        return aten._softmax.out(src, axis, False, out=out)
     return torch.softmax(x, axis, torch.float32 if half_to_float else None)
 
 

@@ -201,3 +201,36 @@ def test_attention_out_matches_fresh_result(layout, op):
     got = KERNELS[op](*args, **kw, out=out)
     assert got.data_ptr() == out.data_ptr() and torch.equal(got, fresh)
     torch.testing.assert_close(fresh, to_layout(ref), rtol=1e-5, atol=1e-6)
+
+
+# ---- out= on activation / softmax / cast kernels ---------------------------------------------
+OUT_CASES = [
+    ("GeluV2", {"approximate": "none"}, torch.float32, lambda x: F.gelu(x)),
+    ("GeluV2", {"approximate": "tanh"}, torch.float32, lambda x: F.gelu(x, approximate="tanh")),
+    ("Gelu", {}, torch.float32, lambda x: F.gelu(x, approximate="tanh")),
+    ("Swish", {"scale": 1.0}, torch.float32, F.silu),
+    ("Swish", {"scale": 1.5}, torch.float32, lambda x: x * torch.sigmoid(1.5 * x)),
+    ("Tanh", {}, torch.float32, torch.tanh),
+    ("Sigmoid", {}, torch.float32, torch.sigmoid),
+    ("SoftmaxV2", {"axes": [-1]}, torch.float32, lambda x: x.softmax(-1)),
+    ("SoftmaxV2", {"axes": [0], "half_to_float": True}, torch.float32,
+     lambda x: x.half().softmax(0, dtype=torch.float32)),
+    ("Cast", {"dst_type": 3}, torch.int32, lambda x: x.to(torch.int32)),  # GE DT_INT32 = 3
+]
+
+
+@pytest.mark.parametrize("op,attrs,dtype,ref", OUT_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(OUT_CASES)])
+def test_out_kernels_write_the_eager_result(op, attrs, dtype, ref):
+    x = torch.randn(4, 9) * 3
+    if attrs.get("half_to_float"):
+        x = x.half()
+    fresh = KERNELS[op](x, **attrs)
+    out = torch.empty(4, 9, dtype=dtype)
+    got = KERNELS[op](x, **attrs, out=out)
+    assert got.data_ptr() == out.data_ptr()
+    expect = ref(x.float() if attrs.get("half_to_float") else x)
+    assert torch.equal(got, fresh) and torch.equal(got, expect)
+    if dtype == x.dtype:  # the memory plan may write an elementwise op over its input
+        y = x.clone()
+        assert torch.equal(KERNELS[op](y, **attrs, out=y), expect)
