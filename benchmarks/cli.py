@@ -29,7 +29,7 @@ from npu_inductor.benchmarks.zoo import ZOO, ZooModel, expand_names
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 MODES = ("inference", "training", "dynamic")
-COMPARE = ("aot_eager", "inductor")
+COMPARE = ("aot_eager", "inductor", "npu_freeze")
 QUICK = {"repeat": 5, "warmup": 1, "mode": "inference"}
 NOTES = {
     "memory": "peak = bytes retained after compile + first call, plus the peak of live "

@@ -47,18 +47,28 @@ class Backend:
     wrap: Callable[[nn.Module], Callable[..., Any]]
     npu: bool = False  # an npu_inductor configuration (GE stats apply)
     warm_kind: str = "recompile"
+    inference_only: bool = False  # a configuration that only applies to inference
 
 
 def _compiler(backend: str, **kwargs: Any) -> Callable[[nn.Module], Callable[..., Any]]:
     return lambda model: torch.compile(model, backend=backend, **kwargs)
 
 
+# ``--compare`` names that are npu_inductor configurations rather than other compilers
+NPU_VARIANTS = {"npu_freeze": {"freeze_parameters": True}}
+
+
 def make_backends(compare: list[str]) -> list[Backend]:
-    """eager, graph mode, graph mode with fusions off, then the ``--compare`` backends."""
+    """eager, graph mode, graph mode with fusions off, then the ``--compare`` backends
+    (``npu_freeze``: graph mode with ``freeze_parameters=True``, inference rows only)."""
     out = [Backend("eager", lambda m: m, warm_kind="n/a"),
            Backend("npu", _compiler("npu"), npu=True),
            Backend("npu_nofuse", _compiler("npu", options={"fusions": False}), npu=True)]
     for name in compare:
+        if name in NPU_VARIANTS:
+            out.append(Backend(name, _compiler("npu", options=NPU_VARIANTS[name]), npu=True,
+                               inference_only=True))
+            continue
         kind = "fx_graph_cache" if name == "inductor" else "recompile"
         out.append(Backend(name, _compiler(name), warm_kind=kind))
     return out
@@ -235,7 +245,8 @@ def run_case(entry: ZooModel, mode: str, backends: list[Backend], settings: Sett
     """All backends on one model and mode; the rows come back in ``backends`` order."""
     case = prepare(entry, mode, settings)
     ref = reference(case)
-    runners = [Runner(b, case, copy.deepcopy(case.model), settings) for b in backends]
+    runners = [Runner(b, case, copy.deepcopy(case.model), settings) for b in backends
+               if not (b.inference_only and case.train)]
     eager: list[torch.Tensor] = []
     for r in runners:
         progress(f"{entry.name}/{mode}: compile {r.backend.name}")

@@ -102,3 +102,14 @@ def test_hf_models_need_transformers() -> None:
         assert [e.name for e in entries] == ["hf_gpt2"] and message is None
     else:
         assert entries == [] and "transformers is not installed" in message
+
+
+def test_npu_freeze_variant_folds_and_runs_inference_only() -> None:
+    backends = [b for b in make_backends(["npu_freeze"]) if b.name in ("eager", "npu_freeze")]
+    settings = Settings(repeat=1, warmup=0)
+    rows = run_case(ZOO["resnet18"], "inference", backends, settings)
+    frozen = next(r for r in rows if r.backend == "npu_freeze")
+    assert frozen.accuracy == "pass"
+    assert frozen.ge_ops is not None and frozen.ge_ops < 69  # BatchNorms folded into Conv2D
+    rows = run_case(ZOO["mlp"], "training", backends, settings)
+    assert [r.backend for r in rows] == ["eager"]
