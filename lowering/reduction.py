@@ -597,8 +597,37 @@ def segment_reduce(ctx, data, reduce, lengths=None, indices=None, offsets=None, 
                               suffix="empty")
             mean = select(ctx, empty, y, mean, data.dtype, suffix="mean_or_initial")
         y = mean
-    return cast(ctx, strided_slice(ctx, y, [0], [0], [count], [1], suffix="segments"),
+    y = strided_slice(ctx, y, [0], [0], [count], [1], suffix="segments")
+    return cast(ctx, _segments_valid(ctx, y, data.shape[0], lengths, offsets, unsafe),
                 out_dtype)
+
+
+def _segments_valid(ctx: LoweringContext, y: Value, rows: int, lengths: Value | None,
+                    offsets: Value | None, unsafe: bool) -> Value:
+    """``y`` behind GE Asserts of what eager checks: lengths are >= 0 and sum to the row
+    count (unless ``unsafe``); offsets never decrease."""
+    if lengths is not None:
+        if unsafe:
+            return y
+        n = cast(ctx, lengths, torch.int64)
+        total = reduce(ctx, "ReduceSum", n, [0], False, torch.int64, suffix="lengths_sum")
+        ok = pointwise(ctx, "LogicalAnd", [
+            pointwise(ctx, "Equal", [total, rows], torch.int64, y_dtype=torch.bool,
+                      suffix="all_rows"),
+            reduce(ctx, "ReduceAll", pointwise(ctx, "GreaterEqual", [n, 0], torch.int64,
+                                               y_dtype=torch.bool, suffix="nonneg"),
+                   [0], False, torch.bool, suffix="all_nonneg")], torch.bool, suffix="ok")
+        return checked(ctx, y, ok, [n], "segment_lengths_valid")
+    count = offsets.shape[0] - 1
+    if count < 1:
+        return y
+    o = cast(ctx, offsets, torch.int64)
+    ends = strided_slice(ctx, o, [0], [1], [count + 1], [1], suffix="off_ends")
+    starts = strided_slice(ctx, o, [0], [0], [count], [1], suffix="off_starts")
+    ok = reduce(ctx, "ReduceAll", pointwise(ctx, "GreaterEqual", [ends, starts], torch.int64,
+                                            y_dtype=torch.bool, suffix="ordered"),
+                [0], False, torch.bool, suffix="all_ordered")
+    return checked(ctx, y, ok, [o], "segment_offsets_valid")
 
 
 # ---- histogram ------------------------------------------------------------------------------

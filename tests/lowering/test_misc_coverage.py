@@ -288,6 +288,30 @@ def test_segment_reduce(dtype, reduce, initial):
           data, lengths, offsets, rtol=rtol, atol=atol)
 
 
+@pytest.mark.parametrize("kind,bad", [("lengths", [2, 2]), ("lengths", [-1, 6]),
+                                      ("offsets", [0, 3, 2])])
+def test_segment_reduce_invalid_segments_raise_like_eager(kind, bad):
+    """Eager raises for lengths that are negative or do not cover every row and for
+    decreasing offsets; the graph raises from a GE Assert instead of returning garbage."""
+    x = torch.randn(5, 2)
+
+    def fn(t, b):
+        return torch.segment_reduce(t, "sum", **{kind: b})
+
+    with pytest.raises(RuntimeError):
+        fn(x, torch.tensor(bad))
+    compiled = torch.compile(fn, backend="npu", options=STRICT, dynamic=False)
+    good = torch.tensor([2, 3] if kind == "lengths" else [0, 2, 5])
+    torch.testing.assert_close(compiled(x, good), fn(x, good))
+    with pytest.raises(Exception, match=f"segment_{kind}_valid"):
+        compiled(x, torch.tensor(bad))
+    unsafe = torch.compile(lambda t, b: torch.segment_reduce(t, "sum", lengths=b, unsafe=True),
+                           backend="npu", options=STRICT, dynamic=False)
+    short = torch.tensor([2, 2])  # unsafe=True: eager checks nothing and skips the last row
+    torch.testing.assert_close(unsafe(x, short),
+                               torch.segment_reduce(x, "sum", lengths=short, unsafe=True))
+
+
 def test_segment_reduce_batched_lengths_falls_back():
     with pytest.raises(Exception, match="segment_reduce"):
         torch.compile(lambda x, n: torch.segment_reduce(x, "sum", lengths=n, axis=1),
