@@ -56,13 +56,29 @@ def pack(x, axis=0, N=1, out=None):
     return torch.stack(x, axis, out=out)
 
 
-@kernel("SplitV")
+def _split_sizes(sizes: list[int], n: int) -> list[int]:
+    if -1 in sizes:  # one size may be inferred from the rest
+        sizes = list(sizes)
+        sizes[sizes.index(-1)] = n - (sum(sizes) + 1)
+    return sizes
+
+
+def _specialize_split_v(consts, attrs):
+    """Constant sizes and axis: per call only ``torch.split``."""
+    sizes, dim = consts[1], consts[2]
+    if RUNTIME in (sizes, dim) or sizes is None or dim is None:
+        return None
+    dim = int(dim if not isinstance(dim, list) else dim[0])
+
+    def split(x, *_, **__):
+        return _outputs(torch.split(x, _split_sizes(sizes, x.shape[dim]), dim))
+    return split
+
+
+@kernel("SplitV", specialize=_specialize_split_v)
 def split_v(x, size_splits, split_dim, num_split):
     dim = int(split_dim)
-    sizes = size_splits.tolist()
-    if -1 in sizes:  # one size may be inferred from the rest
-        sizes[sizes.index(-1)] = x.shape[dim] - (sum(sizes) + 1)
-    return _outputs(torch.split(x, sizes, dim))
+    return _outputs(torch.split(x, _split_sizes(size_splits.tolist(), x.shape[dim]), dim))
 
 
 @kernel("Unpack")

@@ -164,10 +164,10 @@ def apply_rotary_pos_emb(query, key, cos, sin, layout=1, rotary_mode="half"):
     return _rotary(query, cos, signed), _rotary(key, cos, signed)
 
 
-@kernel("SwiGlu")
-def swiglu(x, dim=-1):
+@kernel("SwiGlu", out=True)
+def swiglu(x, dim=-1, out=None):
     a, b = x.chunk(2, dim=dim)
-    return F.silu(a) * b
+    return torch.mul(F.silu(a), b, out=out)
 
 
 @kernel("Gelu", out=True)

@@ -234,3 +234,18 @@ def test_out_kernels_write_the_eager_result(op, attrs, dtype, ref):
     if dtype == x.dtype:  # the memory plan may write an elementwise op over its input
         y = x.clone()
         assert torch.equal(KERNELS[op](y, **attrs, out=y), expect)
+
+
+@pytest.mark.parametrize("sizes,dim", [([2, 3, 1], 1), ([4, -1], 0), ([6], -1)])
+def test_split_v_specialized_matches_generic(sizes, dim):
+    x = torch.randn(6, 6)
+    fn = SPECIALIZERS["SplitV"]([RUNTIME, sizes, dim], {"num_split": len(sizes)})
+    args = (torch.tensor(sizes), torch.tensor(dim))
+    got, generic = fn(x, *args, num_split=len(sizes)), KERNELS["SplitV"](x, *args,
+                                                                         num_split=len(sizes))
+    got, generic = (got,) if torch.is_tensor(got) else got, \
+        (generic,) if torch.is_tensor(generic) else generic
+    full = [s if s != -1 else x.shape[dim] - sum(v for v in sizes if v != -1) for s in sizes]
+    assert len(got) == len(generic) == len(full)
+    for a, b, c in zip(got, generic, torch.split(x, full, dim)):
+        assert torch.equal(a, b) and torch.equal(a, c)
