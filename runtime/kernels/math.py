@@ -11,7 +11,20 @@ def _t(x, flag):
     return x.mT if flag else x
 
 
-@kernel("MatMulV2", "MatMul", out=True)
+def _specialize_matmul(consts, attrs):
+    """Transpose flags fixed at load time."""
+    t1, t2 = attrs.get("transpose_x1", False), attrs.get("transpose_x2", False)
+
+    def matmul_2d(x1, x2, bias=None, *_, out=None, **__):
+        a = x1.mT if t1 else x1
+        b = x2.mT if t2 else x2
+        if bias is not None:
+            return torch.addmm(bias, a, b, out=out)
+        return torch.mm(a, b, out=out)
+    return matmul_2d
+
+
+@kernel("MatMulV2", "MatMul", out=True, specialize=_specialize_matmul)
 def matmul(x1, x2, bias=None, offset_w=None, transpose_x1=False, transpose_x2=False, offset_x=0,
            out=None):
     a, b = _t(x1, transpose_x1), _t(x2, transpose_x2)

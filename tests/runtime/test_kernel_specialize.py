@@ -95,7 +95,7 @@ def test_linear_bias_runs_through_the_specialized_kernel():
         out, models = _compile(lin, x)
         torch.testing.assert_close(out, lin(x), rtol=1e-5, atol=1e-6)
     names = {st.op.type: st.fn.__name__ for hm in models for st in hm.steps}
-    assert names.get("BatchMatMulV2", names.get("MatMulV2")) in ("batch_matmul_2d", "matmul")
+    assert names.get("BatchMatMulV2", names.get("MatMulV2")) in ("batch_matmul_2d", "matmul_2d")
 
 
 # ---- no-task view ops ----------------------------------------------------------------------
@@ -249,3 +249,21 @@ def test_split_v_specialized_matches_generic(sizes, dim):
     assert len(got) == len(generic) == len(full)
     for a, b, c in zip(got, generic, torch.split(x, full, dim)):
         assert torch.equal(a, b) and torch.equal(a, c)
+
+
+@pytest.mark.parametrize("t1", [False, True])
+@pytest.mark.parametrize("t2", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+def test_matmul_specialized_matches_generic(t1, t2, bias):
+    g = torch.Generator().manual_seed(4)
+    a, b = torch.randn(5, 7, generator=g), torch.randn(7, 3, generator=g)
+    c = torch.randn(3, generator=g) if bias else None
+    x1 = a.t().contiguous() if t1 else a
+    x2 = b.t().contiguous() if t2 else b
+    attrs = {"transpose_x1": t1, "transpose_x2": t2}
+    fn = SPECIALIZERS["MatMulV2"]([RUNTIME, RUNTIME, RUNTIME if bias else None], attrs)
+    out = torch.empty(5, 3)
+    got = fn(x1, x2, c, out=out, **attrs)
+    assert got.data_ptr() == out.data_ptr()
+    assert torch.equal(got, KERNELS["MatMulV2"](x1, x2, c, **attrs))
+    torch.testing.assert_close(got, a @ b + (c if bias else 0), rtol=1e-5, atol=1e-5)
