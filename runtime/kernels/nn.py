@@ -127,9 +127,10 @@ def batch_norm_grad_v3(dy, x, weight, running_mean, running_var, save_mean, save
                                            save_rstd, is_training, epsilon, [True, True, True])
 
 
-@kernel("LayerNormV4")
+@kernel("LayerNormV4", const_inputs=(1,))
 def layer_norm_v4(x, normalized_shape, gamma=None, beta=None, epsilon=1e-5):
-    return aten.native_layer_norm(x, normalized_shape.tolist(), gamma, beta, epsilon)
+    # torch.native_layer_norm: the same kernel as aten's, ~1.5 us less Python dispatch
+    return torch.native_layer_norm(x, as_list(normalized_shape), gamma, beta, epsilon)
 
 
 @kernel("LayerNormGradV3")

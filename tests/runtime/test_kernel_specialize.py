@@ -267,3 +267,11 @@ def test_matmul_specialized_matches_generic(t1, t2, bias):
     assert got.data_ptr() == out.data_ptr()
     assert torch.equal(got, KERNELS["MatMulV2"](x1, x2, c, **attrs))
     torch.testing.assert_close(got, a @ b + (c if bias else 0), rtol=1e-5, atol=1e-5)
+
+
+def test_layer_norm_kernel_takes_a_pre_decoded_shape():
+    x, w, b = torch.randn(2, 5, 8), torch.randn(8), torch.randn(8)
+    ref = torch.ops.aten.native_layer_norm(x, [8], w, b, 1e-5)
+    for shape in ([8], torch.tensor([8])):
+        got = KERNELS["LayerNormV4"](x, shape, w, b, epsilon=1e-5)
+        assert all(torch.equal(a, r) for a, r in zip(got, ref))
