@@ -7,10 +7,6 @@ import torch
 from npu_inductor.runtime.kernels import kernel
 
 
-def _t(x, flag):
-    return x.mT if flag else x
-
-
 def _specialize_matmul(consts, attrs):
     """Transpose flags fixed at load time."""
     t1, t2 = attrs.get("transpose_x1", False), attrs.get("transpose_x2", False)
@@ -27,10 +23,8 @@ def _specialize_matmul(consts, attrs):
 @kernel("MatMulV2", "MatMul", out=True, specialize=_specialize_matmul)
 def matmul(x1, x2, bias=None, offset_w=None, transpose_x1=False, transpose_x2=False, offset_x=0,
            out=None):
-    a, b = _t(x1, transpose_x1), _t(x2, transpose_x2)
-    if bias is not None:
-        return torch.addmm(bias, a, b, out=out)
-    return torch.mm(a, b, out=out)
+    flags = {"transpose_x1": transpose_x1, "transpose_x2": transpose_x2}
+    return _specialize_matmul((), flags)(x1, x2, bias, out=out)
 
 
 def _specialize_batch_matmul(consts, attrs):
@@ -54,7 +48,5 @@ def _specialize_batch_matmul(consts, attrs):
 @kernel("BatchMatMulV2", "BatchMatMul", out=True, specialize=_specialize_batch_matmul)
 def batch_matmul(x1, x2, bias=None, offset_w=None, adj_x1=False, adj_x2=False, offset_x=0,
                  out=None):
-    y = torch.matmul(_t(x1, adj_x1), _t(x2, adj_x2), out=out)
-    if bias is None:
-        return y
-    return y.add_(bias) if out is not None else y + bias
+    flags = {"adj_x1": adj_x1, "adj_x2": adj_x2}
+    return _specialize_batch_matmul((), flags)(x1, x2, bias, out=out)
