@@ -370,16 +370,23 @@ CONV3D = [dict(), dict(stride=2), dict(padding=1, dilation=2), dict(padding="sam
           dict(stride=(2, 1, 3), padding=(2, 0, 1), dilation=(1, 2, 1))]
 
 
+def _check_conv3d(f, dtype, kwargs, x_shape, w_shape, bias, in_channels, out_channels):
+    """f(x, w, b, groups=2) and an ungrouped f on a slice, as one Conv2D-lowered graph."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(*x_shape, generator=g).to(dtype)
+    w = torch.randn(*w_shape, generator=g).to(dtype)
+    b = torch.randn(bias, generator=g).to(dtype)
+    rtol, atol = TOLERANCES.get(dtype, (1e-5, 1e-5))
+    check(lambda x, w, b: (f(x, w, b, groups=2, **kwargs),
+                           f(x[:1, :in_channels], w[:out_channels], **kwargs)),
+          x, w, b, ge="Conv2D", rtol=rtol, atol=atol)
+
+
 @pytest.mark.parametrize("kwargs", CONV3D, ids=str)
 @pytest.mark.parametrize("dtype", [F32, F16, BF16])
 def test_conv3d(dtype, kwargs):
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 6, 7, 8, 9, generator=g).to(dtype)
-    w, b = torch.randn(4, 3, 3, 2, 3, generator=g).to(dtype), torch.randn(4, generator=g).to(dtype)
-    rtol, atol = TOLERANCES.get(dtype, (1e-5, 1e-5))
-    f = torch.nn.functional.conv3d
-    check(lambda x, w, b: (f(x, w, b, groups=2, **kwargs), f(x[:1, :3], w, **kwargs)), x, w, b,
-          ge="Conv2D", rtol=rtol, atol=atol)
+    _check_conv3d(torch.nn.functional.conv3d, dtype, kwargs, (2, 6, 7, 8, 9), (4, 3, 3, 2, 3),
+                  4, 3, 4)
 
 
 CONV_T3D = [dict(stride=2, padding=2, output_padding=1),
@@ -390,13 +397,8 @@ CONV_T3D = [dict(stride=2, padding=2, output_padding=1),
 @pytest.mark.parametrize("kwargs", CONV_T3D, ids=str)
 @pytest.mark.parametrize("dtype", [F32, F16, BF16])
 def test_conv_transpose3d(dtype, kwargs):
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 4, 3, 4, 5, generator=g).to(dtype)
-    w, b = torch.randn(4, 3, 3, 2, 4, generator=g).to(dtype), torch.randn(6, generator=g).to(dtype)
-    rtol, atol = TOLERANCES.get(dtype, (1e-5, 1e-5))
-    f = torch.nn.functional.conv_transpose3d
-    check(lambda x, w, b: (f(x, w, b, groups=2, **kwargs), f(x[:1, :2], w[:2], **kwargs)),
-          x, w, b, ge="Conv2D", rtol=rtol, atol=atol)
+    _check_conv3d(torch.nn.functional.conv_transpose3d, dtype, kwargs, (2, 4, 3, 4, 5),
+                  (4, 3, 3, 2, 4), 6, 2, 2)
 
 
 def test_conv3d_backward_falls_back():
