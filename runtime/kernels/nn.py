@@ -107,9 +107,13 @@ def avg_pool_v2_grad(orig_input_shape, input_grad, ksize=(), strides=(),
 @kernel("BatchNormV3")
 def batch_norm_v3(x, weight, bias, running_mean, running_var, epsilon=1e-5, momentum=0.1,
                   is_training=True):
+    # GE keeps running statistics in float32 whatever the parameters' dtype; torch wants
+    # them in the parameters' dtype (exact here: they were cast up from it)
+    stat = running_mean.dtype
     y, save_mean, save_rstd, mean, var = aten._native_batch_norm_legit_functional(
-        x, weight, bias, running_mean, running_var, is_training, momentum, epsilon)
-    return y, mean, var, save_mean, save_rstd
+        x, weight, bias, running_mean.to(weight.dtype), running_var.to(weight.dtype),
+        is_training, momentum, epsilon)
+    return y, mean.to(stat), var.to(stat), save_mean, save_rstd
 
 
 @kernel("BNInfer")
