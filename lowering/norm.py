@@ -14,10 +14,10 @@ writes ``running_mean``/``running_var`` in place), so it gets float32 copies of 
 
 from __future__ import annotations
 
-import torch
-
 import math
 from collections.abc import Sequence
+
+import torch
 
 from npu_inductor.ge import dtypes
 from npu_inductor.ge.ir import Value
