@@ -162,14 +162,19 @@ def _check_port_maps(op: OpNode):
     for key, value, descs in ((INPUT_NAME_KEY, INPUT_NAME_VALUE, op.input_descs),
                               (OUTPUT_NAME_KEY, OUTPUT_NAME_VALUE, op.output_descs)):
         names, indices = op.attr(key), op.attr(value)
-        want = tuple(d.name for d in descs)
+        want = [d.name for d in descs]
         if names is None or indices is None:
-            yield DeviceRuleError(op, None, "port-name-map", f"missing {key}/{value} attrs "
-                                  f"(GE matches ports by name; expected {list(want)})")
-        elif tuple(names) != want or tuple(indices) != tuple(range(len(want))):
-            yield DeviceRuleError(op, None, "port-name-map",
-                                  f"{key}={list(names)} {value}={list(indices)} do not match "
-                                  f"the descs {list(want)} at 0..{len(want) - 1}")
+            yield DeviceRuleError(op, want[0] if want else None, "port-name-map",
+                                  f"missing {key}/{value} attrs: GE matches ports by name "
+                                  f"(expected {want} at 0..{len(want) - 1})")
+            continue
+        mapped = dict(zip(names, indices))
+        for k, name in enumerate(want):
+            if mapped.get(name) != k or len(names) != len(want) or len(indices) != len(want):
+                yield DeviceRuleError(op, name, "port-name-map",
+                                      f"{key}={list(names)} {value}={list(indices)} map it to "
+                                      f"{mapped.get(name)}, its desc is #{k} of {want}")
+                break
 
 
 def _expected_input_names(spec: OpSpec, descs: Sequence[TensorDesc]) -> list[str]:
