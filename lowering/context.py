@@ -106,8 +106,9 @@ class LoweringContext:
             return None  # a prototype violation: builder.op reports it
         low = {v.dtype for v in _values(inputs) if v.dtype in _LOW} | {
             dt for dt, _ in outs if dt in _LOW}
-        wide_ok = bool(low) and self._kind_in(torch.float32, op_type, inputs, outs) == "aicore"
-        if not wide_ok:
+        wide = self._kind_in(torch.float32, op_type, inputs, outs) if low else None
+        # refused: any kernel in float32 will do; on AI CPU: only an AI Core one is better
+        if wide is None or (refused is None and wide != "aicore"):
             if refused is not None:
                 raise refused
             return None

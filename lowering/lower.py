@@ -44,6 +44,7 @@ class LoweredGraph:
     data_inputs: tuple[int, ...]  # FX placeholder positions feeding Data 0..n-1
     outputs: tuple[OutputSlot, ...]
     decisions: tuple[Decision, ...] = ()  # device rules that changed the lowering
+    soc: str | None = None  # the SoC version the graph was dtype-gated for
 
 
 def source_line(node: torch.fx.Node) -> str:
@@ -109,7 +110,8 @@ def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
             env[node] = _lower_node(ctx, node, env)
         else:
             env[node] = _lower_or_stand_in(ctx, node, env, failures)
-    return LoweredGraph(builder.build(), tuple(data_inputs), outputs, tuple(ctx.decisions))
+    return LoweredGraph(builder.build(), tuple(data_inputs), outputs, tuple(ctx.decisions),
+                        config.soc_version)
 
 
 def _effect_token(node: torch.fx.Node) -> bool:

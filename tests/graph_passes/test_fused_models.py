@@ -17,7 +17,6 @@ from models import make
 
 from npu_inductor.graph_passes import counters
 
-
 # fp16/bf16 inference vs eager: both round, at different points of the fused ops
 LOW_TOL = {torch.float16: 1e-2, torch.bfloat16: 5e-2}
 
