@@ -17,7 +17,9 @@ from npu_inductor.ge.ir import DYNAMIC_DIM, GraphBuilder, OutSpec, Value
 from npu_inductor.ge.op_specs import OpSpecError
 from npu_inductor.ge.soc import Decision, DeviceDtypeError
 
-_LOW = (torch.float16, torch.bfloat16)
+# float dtypes moved to float32 when the SoC has no kernel for them (910B has almost no
+# float64 kernels: a float64 op, often an internal precision choice, runs in float32)
+_LOW = (torch.float16, torch.bfloat16, torch.float64)
 
 
 def static_shape(shape: Sequence[Any]) -> tuple[int, ...]:
