@@ -107,6 +107,7 @@ class GraphReport:
     ge_graphs: list[CompiledGraph] = field(default_factory=list)
     fallbacks: list[Fallback] = field(default_factory=list)
     module: torch.fx.GraphModule | None = None  # top level when partitioned
+    decisions: list[Any] = field(default_factory=list)  # device rules the FX passes applied
 
 
 class GEPartition(torch.nn.Module):
@@ -153,7 +154,7 @@ def _compile(gm: torch.fx.GraphModule, config: NpuConfig, kind: str) -> Any:
     before = gm.print_readable(print_output=False) if config.dump_dir else None
     gm = run_passes(gm, config, name=name)
     lowered, failures = try_lower(gm, name, config)
-    report = GraphReport(name, kind)
+    report = GraphReport(name, kind, decisions=list(gm.meta.get("device_decisions", [])))
     if lowered is not None:  # fast path: the whole graph is one GE graph
         runner = _compile_whole(gm, lowered, report, config, before)
     else:

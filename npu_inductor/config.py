@@ -104,6 +104,10 @@ def _validate(values: dict[str, Any]) -> None:
         if key in values and values[key] not in allowed:
             raise ConfigError(f"npu_inductor option {key}={values[key]!r} is not one of "
                               f"{list(allowed)}")
+    if "soc_version" in values:  # a SoC without a kernel table (dtype gate) is an error
+        from npu_inductor.ge.soc import family
+
+        family(values["soc_version"])
 
 
 def resolve(options: dict[str, Any] | None = None) -> NpuConfig:

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from npu_inductor.ge import op_specs
+from npu_inductor.ge import soc as kernels
 from npu_inductor.ge.op_specs import OpSpecError
 
 DYNAMIC_DIM = -1
@@ -119,8 +120,9 @@ def sanitize_name(name: str) -> str:
 class GraphBuilder:
     """Builds a ``Graph`` op by op, checking each op against its prototype."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, soc: str | None = None) -> None:
         self.name = sanitize_name(name)
+        self.soc = soc  # target SoC version: ops are dtype-gated against its kernels
         self._ops: list[OpNode] = []
         self._names: dict[str, int] = {}
         self._num_data = 0
@@ -172,6 +174,7 @@ class GraphBuilder:
         if layout is not None:
             descs, out_descs = _with_layout(descs, layout[0], layout[2]), \
                 _with_layout(out_descs, layout[1], layout[2])
+        self._gate(op_type, name, descs, out_descs)
         node = _node(self.unique(name), op_type, tuple(edges), typed, tuple(descs), out_descs)
         self._ops.append(node)
         return tuple(Value(node.name, i, d.dtype, d.shape) for i, d in enumerate(out_descs))
@@ -200,6 +203,23 @@ class GraphBuilder:
                 edges.append(given.edge)
                 descs.append(TensorDesc(port.name, given.dtype, given.shape))
         return _trim_unfed(edges, descs)
+
+    def _gate(self, op_type: str, name: str, descs: Sequence[TensorDesc],
+              out_descs: Sequence[TensorDesc]) -> str | None:
+        """The op's kernel kind on ``self.soc`` (None: ungated); raises
+        ``DeviceDtypeError`` when the SoC has no kernel for it."""
+        if self.soc is None:
+            return None
+        ports = kernels.Ports.of({d.name: d.dtype for d in descs if not d.unfed},
+                                 {d.name: d.dtype for d in out_descs})
+        return kernels.classify(op_type, ports, self.soc, name)
+
+    def kernel_kind(self, op_type: str, inputs: Sequence[Value | Sequence[Value] | None],
+                    outputs: Sequence[OutSpec], name: str = "?") -> str | None:
+        """What ``op`` would classify the op as, without adding it."""
+        spec = op_specs.get_spec(op_type)
+        _, descs = self._wire_inputs(spec, list(inputs))
+        return self._gate(op_type, name, descs, self._out_descs(spec, outputs))
 
     @staticmethod
     def _out_descs(spec: op_specs.OpSpec, outputs: Sequence[OutSpec]) -> tuple[TensorDesc, ...]:
