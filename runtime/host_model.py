@@ -39,7 +39,6 @@ from npu_inductor.runtime.memory_plan import (
     plan_memory,
 )
 
-
 _SPEC_CONST_MAX = 64  # Const inputs decoded for kernel specialization: shapes, axes, sizes
 
 

@@ -13,8 +13,9 @@ so an op a real GE would reject never exists.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -216,8 +217,8 @@ class GraphBuilder:
             raise OpSpecError("graph already has a NetOutput")
         self._has_output = True
         descs = tuple(TensorDesc(f"input{k}", v.dtype, v.shape) for k, v in enumerate(values))
-        self._ops.append(OpNode(self.unique("NetOutput"), "NetOutput", tuple(v.edge for v in values), {},
-                                descs, ()))
+        edges = tuple(v.edge for v in values)
+        self._ops.append(OpNode(self.unique("NetOutput"), "NetOutput", edges, {}, descs, ()))
 
     def build(self, attrs: dict[str, Attr] | None = None) -> Graph:
         return Graph(self.name, tuple(self._ops), dict(attrs or {}))
