@@ -1,6 +1,6 @@
 """Creation and copy converters: full/zeros/ones/empty/*_like/new_* and fill (Fill),
 scalar_tensor (Const), arange (Range), linspace (LinSpace), eye (Eye), tril/triu_indices
-(Const), clone/_to_copy/copy (Identity, TensorMove, Cast, BroadcastTo).
+(Const), clone/_to_copy/copy (Identity, Cast, BroadcastTo).
 
 Creation ops honour their ``dtype`` (the FX node's output dtype); ``device``, ``layout``
 and ``pin_memory`` must be the CPU defaults, else the node is refused (eager fallback).

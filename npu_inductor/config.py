@@ -11,8 +11,9 @@ import dataclasses
 import json
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
-from typing import Any, Iterator
+from typing import Any
 
 ENV_PREFIX = "NPU_INDUCTOR_"
 DEFAULT_SOC_VERSION = "Ascend910B1"

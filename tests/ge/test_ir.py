@@ -6,8 +6,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from npu_inductor.ge import GraphBuilder, OpSpecError, format_graph, from_air, from_pbtxt, to_air
-from npu_inductor.ge import dtypes, ge_ir_pb2, to_pbtxt
+from npu_inductor.ge import (
+    GraphBuilder,
+    OpSpecError,
+    dtypes,
+    format_graph,
+    from_air,
+    from_pbtxt,
+    ge_ir_pb2,
+    to_air,
+    to_pbtxt,
+)
 from npu_inductor.ge.op_specs import SPEC_FILE, get_spec, parse_types
 
 REFERENCE = next((p / "shared" / "reference" for p in Path(__file__).resolve().parents
