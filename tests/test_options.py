@@ -147,3 +147,38 @@ def test_empty_env_value_means_unset(monkeypatch):
     cfg = resolve()
     assert cfg.fusions is True and cfg.memory_limit is None
     assert os.environ["NPU_INDUCTOR_FUSIONS"] == ""
+
+
+# ---- fallback warnings point at the user's line ---------------------------------------------
+@torch.library.custom_op("npu_options_test::no_converter", mutates_args=())
+def no_converter(x: torch.Tensor) -> torch.Tensor:
+    return x * 3
+
+
+@no_converter.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+def _user_fn(x):
+    y = torch.relu(x) + 1
+    return no_converter(y) * 2  # FALLBACK LINE
+
+
+def test_fallback_warning_points_at_the_users_line():
+    import inspect
+    import warnings
+
+    from npu_inductor.compile_fx import FallbackWarning, reset_fallback_warnings
+
+    reset_fallback_warnings()
+    lines, first = inspect.getsourcelines(_user_fn)
+    lineno = first + next(i for i, text in enumerate(lines) if "FALLBACK LINE" in text)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x = torch.randn(4)
+        torch.testing.assert_close(torch.compile(_user_fn, backend="npu")(x), _user_fn(x))
+    ours = [w for w in caught if issubclass(w.category, FallbackWarning)]
+    assert len(ours) == 1, [str(w.message) for w in caught]
+    assert "no_converter" in str(ours[0].message)
+    assert (ours[0].filename, ours[0].lineno) == (__file__, lineno)
