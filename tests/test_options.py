@@ -182,3 +182,26 @@ def test_fallback_warning_points_at_the_users_line():
     assert len(ours) == 1, [str(w.message) for w in caught]
     assert "no_converter" in str(ours[0].message)
     assert (ours[0].filename, ours[0].lineno) == (__file__, lineno)
+
+
+# ---- memory_limit holds without a static memory plan ----------------------------------------
+def _mm_chain(x):
+    return torch.relu(x @ x) @ x + 1.0
+
+
+@pytest.mark.parametrize(("options", "dynamic"), [({"memory_plan": False}, False), ({}, True)],
+                         ids=["memory_plan=False", "dynamic"])
+def test_memory_limit_holds_without_a_static_plan(unlimited, options, dynamic):
+    x = torch.randn(64, 64)
+    f = torch.compile(_mm_chain, backend="npu", dynamic=dynamic,
+                      options={**options, "memory_limit": 4096, "fallback": "error"})
+    with pytest.raises(torch.OutOfMemoryError,
+                       match=r"without a static memory plan.*limit 4\.00 KiB"):
+        f(x)
+    # under a limit that fits, intermediates are accounted while they live, then returned
+    npu_inductor.set_memory_limit("64MiB")
+    npu_inductor.reset_peak_memory_stats()
+    torch.testing.assert_close(f(x), _mm_chain(x), rtol=1e-5, atol=1e-5)
+    stats = npu_inductor.memory_stats()
+    assert stats["peak_allocated_bytes"] >= 64 * 64 * 4
+    assert stats["allocated_bytes"] == 0
