@@ -205,3 +205,21 @@ def test_memory_limit_holds_without_a_static_plan(unlimited, options, dynamic):
     stats = npu_inductor.memory_stats()
     assert stats["peak_allocated_bytes"] >= 64 * 64 * 4
     assert stats["allocated_bytes"] == 0
+
+
+# ---- backend errors reach the user without pages of frames ---------------------------------
+@pytest.mark.parametrize("verbose", [False, True])
+def test_backend_error_message_first_and_frames_trimmed(verbose):
+    import traceback
+
+    f = torch.compile(_user_fn, backend="npu", options={"fallback": "error"})
+    with torch._dynamo.config.patch(verbose=verbose), pytest.raises(Exception) as err:
+        f(torch.randn(4))
+    text = "".join(traceback.format_exception(err.value))
+    header, first = str(err.value).splitlines()[:2]
+    assert header == "backend='npu' raised:"
+    assert first.startswith("FallbackError: fallback='error'"), first
+    assert "npu_options_test.no_converter" in str(err.value)
+    assert "test_options.py" in str(err.value)  # the user's source line
+    # AOTAutograd's frames and ours are cut unless TORCHDYNAMO_VERBOSE asks for them
+    assert ("_functorch" in text) is verbose and ("compile_fx.py" in text) is verbose
