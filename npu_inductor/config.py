@@ -18,6 +18,7 @@ ENV_PREFIX = "NPU_INDUCTOR_"
 DEFAULT_SOC_VERSION = "Ascend910B1"
 DEFAULT_PRECISION_MODE = "must_keep_origin_dtype"  # fp32 stays fp32 (ATC's default is fp16)
 DEFAULT_MAX_BUCKETS = 8
+DEFAULT_CACHE_SIZE_LIMIT = 8 << 30  # compile cache, bytes
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "device": ("auto", "host", "acl"),
@@ -44,8 +45,11 @@ class NpuConfig:
     """``eager``: ops without a converter run in eager between GE graphs; ``error``: raise."""
     dump_dir: str | None = None
     """Write .air, .pbtxt, FX graphs, executor source and memory plan per GE graph here."""
-    cache_dir: str | None = None
-    """On-disk cache of compiled GE graphs (None: no disk cache)."""
+    cache_dir: str | bool | None = None
+    """On-disk compile cache folder (None: the per-user default, ``~/.cache/npu_inductor``;
+    False or ``"off"``: no disk cache). See ``npu_inductor/cache.py``."""
+    cache_size_limit: int | None = DEFAULT_CACHE_SIZE_LIMIT
+    """Bytes the compile cache may hold; least recently used entries go first (None: no limit)."""
     shape_buckets: Any = None
     """Static-shape buckets: a dict per input/dim, ``"auto"``, or None (exact shapes)."""
     max_buckets: int = DEFAULT_MAX_BUCKETS
@@ -83,7 +87,7 @@ def _coerce(name: str, raw: str) -> Any:
     low = raw.strip().lower()
     if isinstance(default, bool):
         return low in ("1", "true", "yes", "on")
-    if name in ("max_buckets", "memory_limit"):
+    if name in ("max_buckets", "memory_limit", "cache_size_limit"):
         return None if low in ("", "none") else int(raw)
     if name == "shape_buckets":
         return raw if low == "auto" else json.loads(raw)
