@@ -281,3 +281,26 @@ def test_a_hit_runs_no_atc_and_keeps_the_om(tmp_path, monkeypatch):
     (path,) = _entries(root)
     (graph,) = cache.decode(path.read_bytes(), path.stem).graphs
     assert graph.om is not None and graph.om == graph.air  # what the fake atc wrote
+
+
+def test_explain_counts_hits_and_a_partitioned_graph_hits_with_its_fallbacks(tmp_path,
+                                                                            monkeypatch):
+    import npu_inductor
+    from test_fallback import softclip
+
+    def fn(x):
+        return softclip(torch.relu(x) * 2 + 1) - 1
+
+    monkeypatch.setenv("NPU_INDUCTOR_CACHE_DIR", str(tmp_path))
+    x = torch.randn(8)
+    first = npu_inductor.explain(fn, x)
+    second = npu_inductor.explain(fn, x)
+    assert (first.cache_hits, first.cache_misses) == (0, 1)
+    assert (second.cache_hits, second.cache_misses) == (1, 0)
+    assert "Compile cache: 1 hit(s), 0 miss(es)" in str(second)
+    assert second.fallback_counts == first.fallback_counts == {
+        "npu_fallback_test.softclip.default": 1}
+    assert [g.op_counts for g in second.ge_graphs] == [g.op_counts for g in first.ge_graphs]
+    torch._dynamo.reset()
+    out = torch.compile(fn, backend="npu")(x)  # the partitioned graph, loaded from the entry
+    torch.testing.assert_close(out, fn(x))
