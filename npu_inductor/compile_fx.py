@@ -167,6 +167,9 @@ def _compile(gm: torch.fx.GraphModule, config: NpuConfig, kind: str) -> Any:
             runner = _compile_partitioned(gm, report, failures, config, before)
         if lookup:
             _cache_store(lookup, report, config)
+    if lookup and report.module is None and len(report.ge_graphs) == 1 and (
+            report.cache == "hit" or cache.entry_path(lookup.root, lookup.key).exists()):
+        runner.cache_entry = (str(lookup.root), lookup.key)  # for AOTAutograd's cache
     _warn_fallbacks(report)
     for hook in REPORT_HOOKS:
         hook(report)
@@ -193,8 +196,8 @@ def _load(lowered: LoweredGraph, config: NpuConfig, fx_before: str | None,
     for hook in COMPILE_HOOKS:
         hook(compiled)
     if config.dump_dir:
-        write_dump(Path(config.dump_dir) / compiled.name, compiled, fx_before,
-                   gm.print_readable(print_output=False))
+        fx_after = gm.print_readable(print_output=False) if gm is not None else ""
+        write_dump(Path(config.dump_dir) / compiled.name, compiled, fx_before, fx_after)
     return compiled
 
 
@@ -405,3 +408,22 @@ def _cache_store(lookup: _Lookup, report: GraphReport, config: NpuConfig) -> Non
 
 def _partitions_of(top: torch.fx.GraphModule) -> list[str]:
     return [n.target for n in top.graph.nodes if n.op == "call_module"]
+
+
+def runner_from_cache(root: str, key: str, config: NpuConfig, kind: str) -> Any:
+    """The boxed runner of a whole-graph cache entry (AOTAutograd cache hit: no FX graph
+    at hand). Raises ``CacheEntryError`` when the entry is gone or unusable."""
+    name = f"{kind}_{next(_GRAPH_IDS)}"
+    report = GraphReport(name, kind, cache="hit")
+    entry = cache.load(Path(root), key)
+    if entry is None or entry.failures or len(entry.graphs) != 1:
+        raise cache.CacheEntryError(f"npu_inductor cache entry {key[:16]} is not loadable")
+    cache.count(Path(root), "hit")
+    log.info("npu_inductor cache hit for graph %s (key %s, AOTAutograd cache)", name, key[:16])
+    compiled = _load_cached(entry.graphs[0], config, None, None, name)
+    report.ge_graphs.append(compiled)
+    for hook in REPORT_HOOKS:
+        hook(report)
+    runner = _boxed(compiled)
+    runner.cache_entry = (root, key)
+    return runner
