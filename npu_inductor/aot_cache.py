@@ -69,12 +69,16 @@ class NpuOutputCode(OutputCode):
         self.runner = runner_from_cache(self.entry[0], self.entry[1], self.config, self.kind)
 
     def device_kind(self) -> str:
-        from npu_inductor.runtime import get_device
-
-        return get_device(self.config.device).kind
+        return _device_kind(self.config)
 
     def set_triton_bundle(self, triton_bundle: Any) -> None:
         """No Triton kernels here."""
+
+
+def _device_kind(config: NpuConfig) -> str:
+    from npu_inductor import compile_fx  # the device the compiler loads graphs on
+
+    return compile_fx.get_device(config.device).kind
 
 
 def usable(config: NpuConfig, bucketed: bool) -> bool:
@@ -87,11 +91,10 @@ def serializable(compile_fn: Callable[..., Any], kind: str,
                  config: NpuConfig) -> SerializableAOTDispatchCompiler:
     """``compile_fn`` returning ``NpuOutputCode`` (what AOTAutograd's cache requires)."""
     from npu_inductor.cache_key import versions_part
-    from npu_inductor.runtime import get_device
 
     def compile_output_code(gm: torch.fx.GraphModule, example_inputs: Any) -> NpuOutputCode:
         runner = compile_fn(gm, example_inputs)
-        versions = versions_part(get_device(config.device).kind)
+        versions = versions_part(_device_kind(config))
         return NpuOutputCode(runner, kind, config, getattr(runner, "cache_entry", None),
                              versions)
 

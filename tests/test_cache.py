@@ -41,10 +41,18 @@ bucket_opts = {**opts, "shape_buckets": {"a": {0: [4, 8]}}}
 buck = torch.compile(scaled, backend="npu", dynamic=True, options=bucket_opts)
 b = buck(torch.arange(15.0).view(3, 5), torch.ones(3, 3))
 from npu_inductor.cache import COUNTERS
+from torch._dynamo.utils import counters
 print(json.dumps({"loss": loss.item(), "grad": mlp[0].weight.grad.sum().item(),
                   "dyn": [t.sum().item() for t in d], "bucket": b.tolist(),
-                  "lowerings": len(calls), "counters": dict(COUNTERS)}))
+                  "lowerings": len(calls), "counters": dict(COUNTERS),
+                  "aot_hits": counters["aot_autograd"]["autograd_cache_hit"]}))
 """
+
+
+@pytest.fixture(autouse=True)
+def _own_torch_cache(tmp_path, monkeypatch):
+    """AOTAutograd's cache (npu_inductor/aot_cache.py) in a folder of this test's own."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "torch_cache"))
 
 
 def _python(code: str, *args: str) -> subprocess.Popen:
@@ -68,6 +76,7 @@ def test_fresh_process_loads_every_graph_without_lowering(tmp_path):
     warm = _result(_python(WORKLOAD, str(tmp_path)))
     assert cold["lowerings"] > 0 and cold["counters"].get("hit", 0) == 0
     assert warm["lowerings"] == 0, warm
+    assert cold["aot_hits"] == 0 and warm["aot_hits"] >= 2  # training step, dynamic=True
     assert warm["counters"]["hit"] == cold["counters"]["miss"] and "miss" not in warm["counters"]
     for name in ("loss", "grad", "dyn", "bucket"):
         assert warm[name] == cold[name], name
@@ -285,8 +294,9 @@ def test_a_hit_runs_no_atc_and_keeps_the_om(tmp_path, monkeypatch):
 
 def test_explain_counts_hits_and_a_partitioned_graph_hits_with_its_fallbacks(tmp_path,
                                                                             monkeypatch):
-    import npu_inductor
     from test_fallback import softclip
+
+    import npu_inductor
 
     def fn(x):
         return softclip(torch.relu(x) * 2 + 1) - 1
