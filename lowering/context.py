@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from npu_inductor.config import NpuConfig
+from npu_inductor.ge.device_rules import layouts_for
 from npu_inductor.ge.ir import DYNAMIC_DIM, GraphBuilder, OutSpec, Value
 
 
@@ -62,14 +63,18 @@ class LoweringContext:
     def op(self, op_type: str, inputs: Sequence[Any], attrs: dict[str, Any] | None = None,
            out: OutSpec | Sequence[OutSpec] | None = None, suffix: str = "") -> Any:
         """Add a GE op. ``out`` defaults to the FX node's own output(s); a single output
-        returns a ``Value``, several return a tuple."""
+        returns a ``Value``, several return a tuple. Conv, batch-norm and pooling ops get
+        the NCHW/NCDHW descs the device needs (``device_rules.LAYOUT_RULES``), as torchair's
+        converters mark them with ``specific_op_input_layout``."""
         if out is None:
             outs = self.out_specs()
         elif len(out) == 2 and isinstance(out[0], torch.dtype):
             outs = [out]
         else:
             outs = list(out)
-        values = self.builder.op(op_type, self.name(suffix), inputs, attrs, outs)
+        first = inputs[0] if inputs and isinstance(inputs[0], Value) else None
+        layout = layouts_for(op_type, first.rank if first is not None else 4)
+        values = self.builder.op(op_type, self.name(suffix), inputs, attrs, outs, layout=layout)
         return values[0] if len(values) == 1 else values
 
     def const(self, value: Any, dtype: torch.dtype, suffix: str = "const") -> Value:
