@@ -47,7 +47,8 @@ def compile_om(graph: Graph, air: bytes, config: NpuConfig,
     if shutil.which("atc") is None:
         raise AtcError("ATC (`atc`) is not on PATH: install CANN's toolkit and source its "
                        "set_env.sh, or use device='host'")
-    folder = Path(config.cache_dir or tempfile.mkdtemp(prefix="npu_inductor_atc_")) / graph.name
+    # a private scratch folder: the compile cache (npu_inductor/cache.py) keeps the .om
+    folder = Path(tempfile.mkdtemp(prefix="npu_inductor_atc_")) / graph.name
     folder.mkdir(parents=True, exist_ok=True)
     air_path = folder / f"{graph.name}.air"
     air_path.write_bytes(air)
@@ -57,4 +58,6 @@ def compile_om(graph: Graph, air: bytes, config: NpuConfig,
     if done.returncode != 0:
         raise AtcError(f"ATC failed for graph {graph.name} ({script}):\n{done.stdout}"
                        f"\n{done.stderr}")
-    return (folder / f"{graph.name}.om").read_bytes()
+    om = (folder / f"{graph.name}.om").read_bytes()
+    shutil.rmtree(folder.parent, ignore_errors=True)
+    return om

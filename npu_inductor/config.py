@@ -20,6 +20,7 @@ ENV_PREFIX = "NPU_INDUCTOR_"
 DEFAULT_SOC_VERSION = "Ascend910B1"
 DEFAULT_PRECISION_MODE = "must_keep_origin_dtype"  # fp32 stays fp32 (ATC's default is fp16)
 DEFAULT_MAX_BUCKETS = 8
+DEFAULT_CACHE_SIZE_LIMIT = 8 << 30  # compile cache, bytes
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "device": ("auto", "host", "acl"),
@@ -46,8 +47,11 @@ class NpuConfig:
     """``eager``: ops without a converter run in eager between GE graphs; ``error``: raise."""
     dump_dir: str | None = None
     """Write .air, .pbtxt, FX graphs, executor source and memory plan per GE graph here."""
-    cache_dir: str | None = None
-    """On-disk cache of compiled GE graphs (None: no disk cache)."""
+    cache_dir: str | bool | None = None
+    """On-disk compile cache folder (None: the per-user default, ``~/.cache/npu_inductor``;
+    False or ``"off"``: no disk cache). See ``npu_inductor/cache.py``."""
+    cache_size_limit: int | None = DEFAULT_CACHE_SIZE_LIMIT
+    """Bytes the compile cache may hold; least recently used entries go first (None: no limit)."""
     shape_buckets: Any = None
     """Static-shape buckets: a dict per input/dim, ``"auto"``, or None (exact shapes)."""
     max_buckets: int = DEFAULT_MAX_BUCKETS
@@ -91,7 +95,7 @@ def _coerce(name: str, raw: str) -> Any:
             raise ConfigError(f"{var}={raw!r} is not a boolean; use one of {list(_TRUE)} or "
                               f"{list(_FALSE)}")
         return low in _TRUE
-    if name == "memory_limit":
+    if name in ("memory_limit", "cache_size_limit"):
         return parse_size(raw, what=var)
     if name == "max_buckets":
         if not low.isdigit():
@@ -164,6 +168,8 @@ def _check_bool(key: str, v: Any) -> None:
 
 
 def _check_path(key: str, v: Any) -> None:
+    if key == "cache_dir" and v is False:  # the disk cache switched off
+        return
     if v is not None and not isinstance(v, (str, os.PathLike)):
         raise ConfigError(f"npu_inductor option {key}={v!r} must be a path (str or "
                           f"os.PathLike) or None, got {type(v).__name__}")
@@ -230,9 +236,9 @@ def _validate(values: dict[str, Any]) -> dict[str, Any]:
         from npu_inductor.ge.soc import family
 
         family(values["soc_version"])
-    if "memory_limit" in values:
-        values = {**values, "memory_limit": parse_size(values["memory_limit"],
-                                                       "npu_inductor option memory_limit")}
+    for key in ("memory_limit", "cache_size_limit"):
+        if key in values:
+            values = {**values, key: parse_size(values[key], f"npu_inductor option {key}")}
     return values
 
 
