@@ -25,6 +25,7 @@ from npu_inductor import codegen
 from npu_inductor.atc import compile_om
 from npu_inductor.config import NpuConfig
 from npu_inductor.ge import format_graph, to_air, to_pbtxt
+from npu_inductor.gears import current_plan, gear_plan
 from npu_inductor.graph_passes import run_passes
 from npu_inductor.graph_passes.partition import Fallback, fallbacks, split
 from npu_inductor.lowering import LoweredGraph, LoweringError, lower_graph
@@ -157,7 +158,8 @@ def _compile(gm: torch.fx.GraphModule, config: NpuConfig, kind: str) -> Any:
     if lowered is not None:  # fast path: the whole graph is one GE graph
         runner = _compile_whole(gm, lowered, report, config, before)
     else:
-        runner = _compile_partitioned(gm, report, failures, config, before)
+        with gear_plan(None):  # gears name the whole graph's inputs, not a partition's
+            runner = _compile_partitioned(gm, report, failures, config, before)
     _warn_fallbacks(report)
     for hook in REPORT_HOOKS:
         hook(report)
@@ -282,11 +284,14 @@ def quiet_fallbacks() -> Iterator[None]:
 
 def load_graph(lowered: LoweredGraph, config: NpuConfig) -> CompiledGraph:
     """Serialize ``lowered`` and load it on the configured device through its executor."""
-    device = get_device(config.device)
+    device = get_device(config.device, config.device_id)
     air = to_air(lowered.graph)
-    source = codegen.executor_source(lowered.graph, device.kind)
+    plan = current_plan() if device.kind == "acl" else None
+    gears = plan.gears_for(lowered.graph, lowered.data_inputs) if plan else None
+    source = codegen.executor_source(lowered.graph, device.kind, gears)
     module = codegen.load_executor(source, lowered.graph.name)
-    model = compile_om(lowered.graph, air, config) if device.kind == "acl" else air
+    model = (compile_om(lowered.graph, air, config, device.soc_name, gears)
+             if device.kind == "acl" else air)
     executor = module.Executor(device, model)
     executor.source = source
     device.configure_model(executor.model_id, config)  # memory_plan / memory_limit

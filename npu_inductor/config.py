@@ -56,8 +56,10 @@ class NpuConfig:
     """Sizes above the largest bucket compile exactly instead of raising."""
     precision_mode: str = DEFAULT_PRECISION_MODE
     """ATC/GE ``precision_mode`` for the acl device."""
-    soc_version: str = DEFAULT_SOC_VERSION
-    """ATC ``--soc_version`` for the acl device."""
+    soc_version: str | None = None
+    """ATC ``--soc_version`` for the acl device (None: the device's, ``aclrtGetSocName``)."""
+    device_id: int | None = None
+    """acl device of this process (None: ``LOCAL_RANK``, else ``DEVICE_ID``, else 0)."""
     freeze_parameters: bool = False
     """Inference: parameters become GE constants (enables folding)."""
     fusions: bool = True
@@ -83,7 +85,7 @@ def _coerce(name: str, raw: str) -> Any:
     low = raw.strip().lower()
     if isinstance(default, bool):
         return low in ("1", "true", "yes", "on")
-    if name in ("max_buckets", "memory_limit"):
+    if name in ("max_buckets", "memory_limit", "device_id"):
         return None if low in ("", "none") else int(raw)
     if name == "shape_buckets":
         return raw if low == "auto" else json.loads(raw)

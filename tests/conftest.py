@@ -11,3 +11,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 def _fresh_dynamo():
     torch._dynamo.reset()
     yield
+
+
+@pytest.fixture(autouse=True)
+def _host_device_unless_asked():
+    # tests run on the host device unless they ask for acl (options={"device": "acl"})
+    from npu_inductor import config
+
+    with config.patch(device="host"):
+        yield
