@@ -122,20 +122,49 @@ def parse_gears(text: str, width: int) -> list[list[int]]:
     return gears
 
 
-def compile_model(flags: dict[str, str]) -> dict:
-    from npu_inductor.ge.dtypes import to_cpp
-    from npu_inductor.ge.serialize import from_air
+# ge.proto.DataType -> C++ ge::DataType / aclDataType (shared/reference/ge_ir_notes.md §1)
+PROTO_TO_CPP = {1: 0, 2: 1, 3: 2, 4: 4, 5: 6, 6: 7, 7: 3, 8: 9, 9: 8, 10: 10, 11: 12, 12: 11,
+                16: 16, 17: 17, 27: 27}
 
+
+def _load_pb():
+    """``ge_ir_pb2`` without importing npu_inductor (and torch): ATC is its own process."""
+    import importlib.util
+
+    import npu_inductor  # noqa: F401  (only to locate the package; light)
+
+    path = Path(importlib.util.find_spec("npu_inductor").submodule_search_locations[0])
+    spec = importlib.util.spec_from_file_location("ge_ir_pb2", path / "ge" / "ge_ir_pb2.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _desc(d) -> dict:
+    _require(d.dtype in PROTO_TO_CPP, f"unsupported dtype {d.dtype}")
+    return {"dtype": PROTO_TO_CPP[d.dtype], "shape": list(d.shape.dim)}
+
+
+def compile_model(flags: dict[str, str]) -> dict:
     air = Path(flags["model"]).read_bytes()
-    graph = from_air(air)  # ge::Model::LoadFromFile: a binary ModelDef
-    data = {op.name: {"name": op.name, "dtype": to_cpp(op.output_descs[0].dtype),
-                      "shape": list(op.output_descs[0].shape)} for op in graph.data_ops()}
+    model = _load_pb().ModelDef()
+    try:
+        model.ParseFromString(air)  # ge::Model::LoadFromFile: a binary ModelDef
+    except Exception as e:  # noqa: BLE001
+        raise AtcRejected(f"--model is not a ModelDef: {e}") from e
+    _require(len(model.graph) >= 1, "the model has no graph")
+    ops = model.graph[0].op
+    data_ops = sorted((op for op in ops if op.type == "Data"), key=lambda op: op.attr["index"].i)
+    _require([op.attr["index"].i for op in data_ops] == list(range(len(data_ops))),
+             "Data indices must be dense 0..n-1")
+    data = {op.name: {"name": op.name, **_desc(op.output_desc[0])} for op in data_ops}
+    net_out = [op for op in ops if op.type == "NetOutput"]
+    _require(len(net_out) == 1, "the graph needs exactly one NetOutput")
     listed = parse_input_shape(flags["input_shape"], data) if "input_shape" in flags else []
     for name, dims in listed:
         data[name]["shape"] = dims
     header = {"soc_version": flags["soc_version"], "inputs": list(data.values()),
-              "outputs": [{"dtype": to_cpp(d.dtype), "shape": list(d.shape)}
-                          for d in graph.net_output().input_descs],
+              "outputs": [_desc(d) for d in net_out[0].input_desc],
               "gear_inputs": [], "gears": []}
     if "dynamic_dims" in flags:
         width = sum(d == -1 for _, dims in listed for d in dims)
