@@ -27,6 +27,7 @@ from npu_inductor.atc import compile_om
 from npu_inductor.cache_key import cache_key
 from npu_inductor.config import NpuConfig
 from npu_inductor.ge import format_graph, from_air, to_air, to_pbtxt
+from npu_inductor.gears import current_plan, gear_plan
 from npu_inductor.graph_passes import run_passes
 from npu_inductor.graph_passes.partition import Fallback, fallbacks, split
 from npu_inductor.lowering import LoweredGraph, LoweringError, lower_graph
@@ -166,7 +167,8 @@ def _compile(gm: torch.fx.GraphModule, config: NpuConfig, kind: str) -> Any:
         if lowered is not None:  # fast path: the whole graph is one GE graph
             runner = _compile_whole(gm, lowered, report, config, before)
         else:
-            runner = _compile_partitioned(gm, report, failures, config, before)
+            with gear_plan(None):  # gears name the whole graph's inputs, not a partition's
+                runner = _compile_partitioned(gm, report, failures, config, before)
         if lookup:
             _cache_store(lookup, report, config)
     if lookup and report.module is None and len(report.ge_graphs) == 1 and (
@@ -317,11 +319,14 @@ def load_graph(lowered: LoweredGraph, config: NpuConfig,
                cached: cache.CachedGraph | None = None) -> CompiledGraph:
     """Serialize ``lowered`` and load it on the configured device through its executor
     (``cached``: the .air, executor source and .om a cache entry holds for it)."""
-    device = get_device(config.device)
+    device = get_device(config.device, config.device_id)
+    plan = current_plan() if device.kind == "acl" else None
+    gears = plan.gears_for(lowered.graph, lowered.data_inputs) if plan else None
     if cached is None:
         air = to_air(lowered.graph)
-        source = codegen.executor_source(lowered.graph, device.kind)
-        om = compile_om(lowered.graph, air, config) if device.kind == "acl" else None
+        source = codegen.executor_source(lowered.graph, device.kind, gears)
+        om = (compile_om(lowered.graph, air, config, device.soc_name, gears)
+              if device.kind == "acl" else None)
     else:
         air, source, om = cached.air, cached.source, cached.om
     module = codegen.load_executor(source, lowered.graph.name)

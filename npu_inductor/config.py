@@ -62,8 +62,10 @@ class NpuConfig:
     """Sizes above the largest bucket compile exactly instead of raising."""
     precision_mode: str = DEFAULT_PRECISION_MODE
     """ATC/GE ``precision_mode`` for the acl device."""
-    soc_version: str = DEFAULT_SOC_VERSION
-    """ATC ``--soc_version`` for the acl device."""
+    soc_version: str | None = None
+    """ATC ``--soc_version`` for the acl device (None: the device's, ``aclrtGetSocName``)."""
+    device_id: int | None = None
+    """acl device of this process (None: ``LOCAL_RANK``, else ``DEVICE_ID``, else 0)."""
     freeze_parameters: bool = False
     """Inference: parameters become GE constants (enables folding)."""
     fusions: bool = True
@@ -100,6 +102,12 @@ def _coerce(name: str, raw: str) -> Any:
     if name == "max_buckets":
         if not low.isdigit():
             raise ConfigError(f"{var}={raw!r} is not a positive integer")
+        return int(low)
+    if name == "device_id":
+        if low in ("", "none"):
+            return None
+        if not low.isdigit():
+            raise ConfigError(f"{var}={raw!r} is not a device id (an integer >= 0)")
         return int(low)
     if name == "shape_buckets":
         return _buckets_from_env(var, raw)
@@ -187,6 +195,11 @@ def _check_max_buckets(key: str, v: Any) -> None:
         raise ConfigError(f"npu_inductor option {key}={v!r} must be a positive int")
 
 
+def _check_device_id(key: str, v: Any) -> None:
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+        raise ConfigError(f"npu_inductor option {key}={v!r} must be None or an int >= 0")
+
+
 def _check_buckets(key: str, v: Any) -> None:
     if v is None or v == "auto":
         return
@@ -218,6 +231,7 @@ def _positive_ints(sizes: Any) -> bool:
 _CHECKS: dict[str, Any] = {
     "dump_dir": _check_path, "cache_dir": _check_path, "shape_buckets": _check_buckets,
     "max_buckets": _check_max_buckets, "soc_version": _check_str,
+    "device_id": _check_device_id,
     "exact_above_buckets": _check_bool, "freeze_parameters": _check_bool,
     "fusions": _check_bool, "memory_plan": _check_bool, "verify": _check_bool,
 }
