@@ -12,7 +12,7 @@ import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.node import map_arg
 
-from npu_inductor.config import NpuConfig
+from npu_inductor.config import NpuConfig, target_soc
 from npu_inductor.ge.ir import Graph, GraphBuilder, Value
 from npu_inductor.ge.soc import Decision
 from npu_inductor.lowering.context import LoweringContext, static_shape
@@ -79,7 +79,7 @@ def try_lower(gm: torch.fx.GraphModule, name: str,
 
 def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
                  failures: dict[str, str] | None) -> LoweredGraph:
-    builder = GraphBuilder(name, config.soc_version)
+    builder = GraphBuilder(name, target_soc(config))
     ctx = LoweringContext(builder, config)
     env: dict[torch.fx.Node, Any] = {}
     ctx.env = env  # symbolic sizes are read from the graph inputs (lowering/symbolic.py)
@@ -111,7 +111,7 @@ def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
         else:
             env[node] = _lower_or_stand_in(ctx, node, env, failures)
     return LoweredGraph(builder.build(), tuple(data_inputs), outputs, tuple(ctx.decisions),
-                        config.soc_version)
+                        target_soc(config))
 
 
 def _effect_token(node: torch.fx.Node) -> bool:

@@ -285,5 +285,11 @@ def patch(**overrides: Any) -> Iterator[None]:
             _PATCHED.update(saved)
 
 
+def target_soc(config: NpuConfig) -> str:
+    """The SoC the dtype gate and device rules check against: the option, else the default
+    (the backend fills the option from the acl device's ``aclrtGetSocName`` first)."""
+    return config.soc_version or DEFAULT_SOC_VERSION
+
+
 def replace(config: NpuConfig, **changes: Any) -> NpuConfig:
     return dataclasses.replace(config, **changes)
