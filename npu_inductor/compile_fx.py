@@ -76,8 +76,11 @@ class CompiledGraph:
     lowered: LoweredGraph
     executor: Any
     air: bytes
+    checker: Callable[[list[Any]], None] | None = None  # options compare=True (debug.py)
 
     def __call__(self, args: list[Any]) -> list[Any]:
+        if self.checker is not None:
+            self.checker(args)
         ge_outs = self.executor.run([_as_tensor(args[i]) for i in self.lowered.data_inputs])
         outs = []
         for slot in self.lowered.outputs:
@@ -178,6 +181,10 @@ def _load(lowered: LoweredGraph, config: NpuConfig, fx_before: str | None,
           gm: torch.fx.GraphModule) -> CompiledGraph:
     compiled = load_graph(lowered, config)
     log.info("compiled GE graph %s: %d ops", compiled.name, len(lowered.graph.ops))
+    if config.compare:
+        from npu_inductor.debug import checker  # debugging only: FX eager next to GE
+
+        compiled.checker = checker(gm, compiled)
     for hook in COMPILE_HOOKS:
         hook(compiled)
     if config.dump_dir:

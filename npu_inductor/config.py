@@ -68,6 +68,9 @@ class NpuConfig:
     """Device memory limit in bytes for the caching allocator (None: unlimited)."""
     verify: bool = False
     """Run the FX graph verifier after every pass."""
+    compare: bool = False
+    """Run each GE graph op by op next to its FX graph in eager on every call and report
+    the first op that diverges (``npu_inductor.debug``; slow: debugging only)."""
 
     @classmethod
     def keys(cls) -> list[str]:
