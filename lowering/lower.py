@@ -14,6 +14,7 @@ from torch.fx.node import map_arg
 
 from npu_inductor.config import NpuConfig
 from npu_inductor.ge.ir import Graph, GraphBuilder, Value
+from npu_inductor.ge.soc import Decision
 from npu_inductor.lowering.context import LoweringContext, static_shape
 from npu_inductor.lowering.registry import bind, lookup, refusal
 
@@ -42,6 +43,8 @@ class LoweredGraph:
     graph: Graph
     data_inputs: tuple[int, ...]  # FX placeholder positions feeding Data 0..n-1
     outputs: tuple[OutputSlot, ...]
+    decisions: tuple[Decision, ...] = ()  # device rules that changed the lowering
+    soc: str | None = None  # the SoC version the graph was dtype-gated for
     # FX node name -> the GE edge (``"op:index"``) holding its value (debug.compare)
     fx_edges: dict[str, str] = field(default_factory=dict)
 
@@ -78,7 +81,7 @@ def try_lower(gm: torch.fx.GraphModule, name: str,
 
 def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
                  failures: dict[str, str] | None) -> LoweredGraph:
-    builder = GraphBuilder(name)
+    builder = GraphBuilder(name, config.soc_version)
     ctx = LoweringContext(builder, config)
     env: dict[torch.fx.Node, Any] = {}
     ctx.env = env  # symbolic sizes are read from the graph inputs (lowering/symbolic.py)
@@ -111,7 +114,8 @@ def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
             env[node] = _lower_or_stand_in(ctx, node, env, failures)
     fx_edges = {n.name: v.edge for n, v in env.items()
                 if n.op == "call_function" and isinstance(v, Value)}
-    return LoweredGraph(builder.build(), tuple(data_inputs), outputs, fx_edges)
+    return LoweredGraph(builder.build(), tuple(data_inputs), outputs, tuple(ctx.decisions),
+                        config.soc_version, fx_edges)
 
 
 def _effect_token(node: torch.fx.Node) -> bool:

@@ -31,11 +31,29 @@ CLASH_MESSAGE = (
 def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
                 options: dict[str, Any] | None = None, mode: str | None = None) -> Any:
     """``torch.compile(model, backend="npu", options={...})`` lands here."""
-    config = resolve(options)
-    warn_if_name_clash()
-    dims = find_bucketed_dims(gm, example_inputs, config)
-    with real_inputs(example_inputs):  # freeze_parameters reads the real weights
-        return make_aot_backend(config, dims)(gm, example_inputs)
+    try:
+        config = resolve(options)
+        warn_if_name_clash()
+        dims = find_bucketed_dims(gm, example_inputs, config)
+        with real_inputs(example_inputs):  # freeze_parameters reads the real weights
+            return make_aot_backend(config, dims)(gm, example_inputs)
+    except user_errors() as e:
+        if torch._dynamo.config.verbose:  # TORCHDYNAMO_VERBOSE=1: every frame
+            raise
+        # The message names the option / op / source line; AOTAutograd's and our frames
+        # under this one would only bury it (Dynamo already drops the frames above).
+        raise e.with_traceback(None)  # noqa: B904 (the same exception, shorter traceback)
+
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """Errors about the user's program or settings, whose messages are self-contained."""
+    from npu_inductor.atc import AtcError
+    from npu_inductor.buckets import BucketError
+    from npu_inductor.compile_fx import FallbackError
+    from npu_inductor.config import ConfigError
+    from npu_inductor.runtime.device import DeviceError
+
+    return (ConfigError, FallbackError, BucketError, AtcError, DeviceError)
 
 
 def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None) -> Any:

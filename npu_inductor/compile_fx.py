@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import re
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -110,6 +111,7 @@ class GraphReport:
     ge_graphs: list[CompiledGraph] = field(default_factory=list)
     fallbacks: list[Fallback] = field(default_factory=list)
     module: torch.fx.GraphModule | None = None  # top level when partitioned
+    decisions: list[Any] = field(default_factory=list)  # device rules the FX passes applied
 
 
 class GEPartition(torch.nn.Module):
@@ -156,7 +158,7 @@ def _compile(gm: torch.fx.GraphModule, config: NpuConfig, kind: str) -> Any:
     before = gm.print_readable(print_output=False) if config.dump_dir else None
     gm = run_passes(gm, config, name=name)
     lowered, failures = try_lower(gm, name, config)
-    report = GraphReport(name, kind)
+    report = GraphReport(name, kind, decisions=list(gm.meta.get("device_decisions", [])))
     if lowered is not None:  # fast path: the whole graph is one GE graph
         runner = _compile_whole(gm, lowered, report, config, before)
     else:
@@ -266,7 +268,22 @@ def _warn_fallbacks(report: GraphReport) -> None:
         log.info(msg)  # every time; the warning (printed by default) only once per op type
         if target not in _WARNED:
             _WARNED.add(target)
-            warnings.warn(msg, stacklevel=2)
+            _warn_at(msg, first.source)
+
+
+class FallbackWarning(UserWarning):
+    """Ops of a graph run in eager (``fallback="eager"``); filter with this category."""
+
+
+_SOURCE = re.compile(r"(?P<file>.+):(?P<line>\d+) in ")
+
+
+def _warn_at(msg: str, source: str) -> None:
+    """Warn at the user's source line (``path:line in fn: code``): Dynamo's frames sit
+    between the user and the compiler, so no ``stacklevel`` reaches the user's line."""
+    m = _SOURCE.match(source)
+    filename, lineno = (m["file"], int(m["line"])) if m else ("<npu_inductor>", 0)
+    warnings.warn_explicit(msg, FallbackWarning, filename, lineno, module="npu_inductor")
 
 
 def reset_fallback_warnings() -> None:

@@ -2,6 +2,7 @@
 ``fn``: Dynamo graph breaks with reasons, the GE graphs with op counts by GE type, and the
 ops that fall back to eager with reasons.
 
+A last section reports the GE graphs on the target SoC (``device_report``).
 ``fn`` runs twice: once under ``torch._dynamo.explain`` (graph breaks), once compiled with
 this backend (GE graphs and fallbacks). Like ``torch._dynamo.explain``, it resets Dynamo
 before and after, so earlier compiled code recompiles on its next call.
@@ -19,6 +20,8 @@ import torch
 from npu_inductor.buckets import REPORTS as bucket_reports
 from npu_inductor.buckets import BucketReport
 from npu_inductor.compile_fx import GraphReport, quiet_fallbacks, record_reports
+from npu_inductor.config import resolve
+from npu_inductor.device_rules_report import DeviceReport, from_reports
 from npu_inductor.graph_passes.partition import Fallback
 
 
@@ -48,6 +51,7 @@ class ExplainReport:
     ge_graphs: list[GEGraphSummary] = field(default_factory=list)
     fallbacks: list[Fallback] = field(default_factory=list)
     buckets: list[BucketReport] = field(default_factory=list)
+    device: DeviceReport | None = None  # ops by kernel kind on the target SoC, device rules
 
     @property
     def fallback_counts(self) -> dict[str, int]:
@@ -56,7 +60,10 @@ class ExplainReport:
 
     def __str__(self) -> str:
         return "\n".join([*self._dynamo_lines(), *self._ge_lines(), *self._fallback_lines(),
-                          *self._bucket_lines()])
+                          *self._bucket_lines(), *self._device_lines()])
+
+    def _device_lines(self) -> list[str]:
+        return str(self.device).splitlines() if self.device is not None else []
 
     def _dynamo_lines(self) -> list[str]:
         lines = [f"Dynamo graphs: {self.dynamo_graph_count}",
@@ -127,4 +134,5 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
     report.ge_graphs = _summaries(reports)
     report.fallbacks = [f for r in reports for f in r.fallbacks]
     report.buckets = bucket_reports[first_bucket_report:]
+    report.device = from_reports(reports, resolve({"fallback": "eager"}).soc_version)
     return report

@@ -163,8 +163,9 @@ def reset_peak_memory_stats(device: str = "auto") -> None:
     get_device(device).allocator.reset_peak_memory_stats()
 
 
-def set_memory_limit(limit: int | None, device: str = "auto") -> None:
-    """Cap the device memory the allocator may reserve (bytes; None: unlimited)."""
+def set_memory_limit(limit: int | str | None, device: str = "auto") -> None:
+    """Cap the device memory the allocator may reserve (bytes or a size string such as
+    ``"512MiB"``; None: unlimited)."""
     get_device(device).allocator.set_memory_limit(limit)
 
 
