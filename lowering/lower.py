@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import operator
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -45,6 +45,8 @@ class LoweredGraph:
     outputs: tuple[OutputSlot, ...]
     decisions: tuple[Decision, ...] = ()  # device rules that changed the lowering
     soc: str | None = None  # the SoC version the graph was dtype-gated for
+    # FX node name -> the GE edge (``"op:index"``) holding its value (debug.compare)
+    fx_edges: dict[str, str] = field(default_factory=dict)
 
 
 def source_line(node: torch.fx.Node) -> str:
@@ -110,8 +112,10 @@ def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
             env[node] = _lower_node(ctx, node, env)
         else:
             env[node] = _lower_or_stand_in(ctx, node, env, failures)
+    fx_edges = {n.name: v.edge for n, v in env.items()
+                if n.op == "call_function" and isinstance(v, Value)}
     return LoweredGraph(builder.build(), tuple(data_inputs), outputs, tuple(ctx.decisions),
-                        target_soc(config))
+                        target_soc(config), fx_edges)
 
 
 def _effect_token(node: torch.fx.Node) -> bool:

@@ -77,6 +77,9 @@ class NpuConfig:
     ``"512MiB"`` / ``"2GB"`` (parsed to bytes); None: unlimited."""
     verify: bool = False
     """Run the FX graph verifier after every pass."""
+    compare: bool = False
+    """Run each GE graph op by op next to its FX graph in eager on every call and report
+    the first op that diverges (``npu_inductor.debug``; slow: debugging only)."""
 
     @classmethod
     def keys(cls) -> list[str]:
