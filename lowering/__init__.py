@@ -11,6 +11,7 @@ from npu_inductor.lowering import symbolic  # noqa: F401  (registration)
 from npu_inductor.lowering import linalg  # noqa: F401  (registration)
 from npu_inductor.lowering import special  # noqa: F401  (registration)
 from npu_inductor.lowering import spectral  # noqa: F401  (registration)
+from npu_inductor.lowering import inplace  # noqa: F401  (registration)
 from npu_inductor.lowering.lower import LoweredGraph, LoweringError, lower_graph
 from npu_inductor.lowering.registry import CONVERTERS, lookup, refusal, register
 

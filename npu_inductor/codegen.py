@@ -41,8 +41,9 @@ def executor_source(graph: Graph, device: str) -> str:
     inputs = [(_dtype_src(op.output_descs[0].dtype), op.output_descs[0].shape)
               for op in graph.data_ops()]
     outputs = [(_dtype_src(d.dtype), d.shape) for d in graph.net_output().input_descs]
+    refs = [i for i, op in enumerate(graph.data_ops()) if op.type == "RefData"]
     return render("executor.py.jinja", graph_name=graph.name, device=device, inputs=inputs,
-                  outputs=outputs)
+                  outputs=outputs, refs=refs)
 
 
 def load_executor(source: str, name: str) -> types.ModuleType:

@@ -131,11 +131,16 @@ def acl_available() -> bool:
     return importlib.util.find_spec("acl") is not None
 
 
-@functools.cache
 def get_device(kind: str = "auto") -> HostDevice | AclDevice:
-    """The process-wide device of ``kind`` (``auto`` picks acl where pyACL exists)."""
+    """The process-wide device of ``kind`` (``auto`` picks acl where pyACL exists; it is
+    the same object as the device it picks, so ``memory_stats()`` sees every model)."""
     if kind == "auto":
         kind = "acl" if acl_available() else "host"
+    return _device(kind)
+
+
+@functools.cache
+def _device(kind: str) -> HostDevice | AclDevice:
     if kind == "host":
         return HostDevice()
     if kind == "acl":
