@@ -13,7 +13,6 @@ input mutations in the graph only there).
 
 from __future__ import annotations
 
-import torch
 from torch.fx import GraphModule, Node
 
 from npu_inductor.config import NpuConfig

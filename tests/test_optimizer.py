@@ -3,8 +3,6 @@ parameters and optimizer state where they live (RefData + Assign), matching eage
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 from torch import nn
