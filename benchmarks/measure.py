@@ -31,7 +31,7 @@ from torch.profiler import ProfilerActivity, profile
 # (PyTorch's dynamo harness uses the same fp64-reference scheme with a 2-3x multiplier).
 ERROR_MULTIPLIER = 3.0
 TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 1e-3}
-NON_COMPUTE_OPS = frozenset({"Data", "NetOutput", "Const"})
+NON_COMPUTE_OPS = frozenset({"Data", "RefData", "NetOutput", "Const"})
 
 
 def tensors(x: Any) -> list[torch.Tensor]:

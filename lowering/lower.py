@@ -16,6 +16,7 @@ from npu_inductor.config import NpuConfig, target_soc
 from npu_inductor.ge.ir import Graph, GraphBuilder, Value
 from npu_inductor.ge.soc import Decision
 from npu_inductor.lowering.context import LoweringContext, static_shape
+from npu_inductor.lowering.inplace import writes_input
 from npu_inductor.lowering.registry import bind, lookup, refusal
 
 
@@ -98,7 +99,8 @@ def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
                 env[node] = builder.const(torch.empty(0), node.name)
             elif isinstance(val, torch.Tensor) and node.users:  # frozen params have none
                 data_inputs.append(position)
-                env[node] = builder.data(val.dtype, static_shape(val.shape), node.name)
+                ref = config.shape_buckets is None and any(writes_input(u) for u in node.users)
+                env[node] = builder.data(val.dtype, static_shape(val.shape), node.name, ref)
             elif isinstance(val, torch.SymInt) and node.users:  # a size: 0-d int64 input
                 data_inputs.append(position)
                 env[node] = builder.data(torch.int64, (), node.name)

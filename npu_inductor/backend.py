@@ -100,7 +100,7 @@ def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None,
         inference_compiler=inference,
         decompositions=decomposition_table(),
         partition_fn=default_partition,
-        keep_inference_input_mutations=False,
+        keep_inference_input_mutations=True,  # copy_ into inputs lowers to Assign
     )
 
 

@@ -110,7 +110,7 @@ def _summaries(reports: list[GraphReport]) -> list[GEGraphSummary]:
 
 
 def _op_counts(graph: Any) -> dict[str, int]:
-    skip = {"Data", "NetOutput"}  # graph plumbing, not work
+    skip = {"Data", "RefData", "NetOutput"}  # graph plumbing, not work
     return dict(Counter(op.type for op in graph.ops if op.type not in skip))
 
 
