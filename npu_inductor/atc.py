@@ -65,7 +65,8 @@ def compile_om(graph: Graph, air: bytes, config: NpuConfig, soc_version: str | N
     soc = config.soc_version or soc_version
     if not soc:
         raise AtcError("no SoC for ATC --soc_version: set options={'soc_version': ...}")
-    folder = Path(config.cache_dir or tempfile.mkdtemp(prefix="npu_inductor_atc_")) / graph.name
+    # a private scratch folder: the compile cache (npu_inductor/cache.py) keeps the .om
+    folder = Path(tempfile.mkdtemp(prefix="npu_inductor_atc_")) / graph.name
     folder.mkdir(parents=True, exist_ok=True)
     air_path = folder / f"{graph.name}.air"
     air_path.write_bytes(air)
@@ -75,4 +76,6 @@ def compile_om(graph: Graph, air: bytes, config: NpuConfig, soc_version: str | N
     if done.returncode != 0:
         raise AtcError(f"ATC failed for graph {graph.name} ({script}):\n{done.stdout}"
                        f"\n{done.stderr}")
-    return (folder / f"{graph.name}.om").read_bytes()
+    om = (folder / f"{graph.name}.om").read_bytes()
+    shutil.rmtree(folder.parent, ignore_errors=True)
+    return om

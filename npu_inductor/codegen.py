@@ -43,16 +43,17 @@ def executor_source(graph: Graph, device: str, gears: Gears | None = None) -> st
     """The executor module for ``graph`` on ``device`` (``host`` or ``acl``); ``gears``:
     the acl model's ATC ``--dynamic_dims`` gears."""
     descs = [op.output_descs[0] for op in graph.data_ops()]
+    refs = [i for i, op in enumerate(graph.data_ops()) if op.type == "RefData"]
     outs = list(graph.net_output().input_descs)
     if device != "acl":
         return render("executor.py.jinja", graph_name=graph.name,
                       inputs=[(_dtype_src(d.dtype), d.shape) for d in descs],
-                      outputs=[(_dtype_src(d.dtype), d.shape) for d in outs])
+                      outputs=[(_dtype_src(d.dtype), d.shape) for d in outs], refs=refs)
     return render("executor_acl.py.jinja", graph_name=graph.name,
                   inputs=[(_dtype_src(d.dtype), d.shape, to_cpp(d.dtype)) for d in descs],
                   outputs=[(_dtype_src(d.dtype), d.shape, to_cpp(d.dtype)) for d in outs],
                   gear_inputs=[i for i, _ in gears.shapes] if gears else [],
-                  gears=gears.full_dims() if gears else [])
+                  gears=gears.full_dims() if gears else [], refs=refs)
 
 
 def load_executor(source: str, name: str) -> types.ModuleType:

@@ -199,12 +199,17 @@ def acl_available() -> bool:
     return importlib.util.find_spec("acl") is not None
 
 
-@functools.cache
 def get_device(kind: str = "auto", device_id: int | None = None) -> HostDevice | AclDevice:
-    """The process-wide device of ``kind`` (``auto`` picks acl where pyACL exists);
+    """The process-wide device of ``kind`` (``auto`` picks acl where pyACL exists; it is
+    the same object as the device it picks, so ``memory_stats()`` sees every model);
     ``device_id`` selects the acl device (default: ``resolve_device_id``)."""
     if kind == "auto":
         kind = "acl" if acl_available() else "host"
+    return _device(kind, device_id if kind == "acl" else None)
+
+
+@functools.cache
+def _device(kind: str, device_id: int | None) -> HostDevice | AclDevice:
     if kind == "host":
         return HostDevice()
     if kind == "acl":
@@ -232,8 +237,9 @@ def reset_peak_memory_stats(device: str = "auto") -> None:
     get_device(device).allocator.reset_peak_memory_stats()
 
 
-def set_memory_limit(limit: int | None, device: str = "auto") -> None:
-    """Cap the device memory the allocator may reserve (bytes; None: unlimited)."""
+def set_memory_limit(limit: int | str | None, device: str = "auto") -> None:
+    """Cap the device memory the allocator may reserve (bytes or a size string such as
+    ``"512MiB"``; None: unlimited)."""
     get_device(device).allocator.set_memory_limit(limit)
 
 

@@ -5,6 +5,9 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
+# The compile cache is off in tests (the default folder is the user's ~/.cache): a test
+# that uses it passes options={"cache_dir": tmp_path} (explicit options beat this).
+os.environ["NPU_INDUCTOR_CACHE_DIR"] = "off"
 
 
 @pytest.fixture(autouse=True)

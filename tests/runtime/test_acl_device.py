@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 from fakes.fixtures import fake_acl  # noqa: F401  (fixture)
 from harness import STRICT, check_fn

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import fake_om  # noqa: E402
+import fake_om  # noqa: E402, F401
 
 ACL_SUCCESS = 0
 ACL_ERROR_INVALID_PARAM = 100000

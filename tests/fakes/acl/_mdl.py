@@ -186,7 +186,7 @@ def set_input_dynamic_dims(model_id: int, ds: int, index: int, dims: dict) -> in
     return A.ACL_SUCCESS
 
 
-from acl._execute import execute  # noqa: E402
+from acl._execute import execute  # noqa: E402, F401
 
 mdl = types.SimpleNamespace(**{k: v for k, v in dict(globals()).items() if k in {
     "load_from_mem", "unload", "create_desc", "get_desc", "destroy_desc", "get_num_inputs",
