@@ -118,6 +118,8 @@ def _restore(ctx, v: Value, like_rank: int, dtype: torch.dtype, suffix: str) -> 
 def max_pool2d_with_indices(ctx, self, kernel_size, stride=(), padding=(0,), dilation=(1,),
                             ceil_mode=False):
     """max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""  # noqa: E501
+    if self.rank == 4 and any(d < 0 for d in self.shape):
+        return _max_pool2d_as_3d(ctx, self, kernel_size, stride, padding, dilation, ceil_mode)
     static_dims(ctx, self)  # the mask's shape and the index decoding use the sizes
     out_hw = ctx.out_specs()[0][1][-2:]
     x = _nchw(ctx, self, "x4d")
@@ -126,6 +128,27 @@ def max_pool2d_with_indices(ctx, self, kernel_size, stride=(), padding=(0,), dil
                         _window(kernel_size, stride, padding, dilation))
     return (_restore(ctx, y, self.rank, self.dtype, "y3d"),
             _restore(ctx, idx, self.rank, torch.int64, "indices3d"))
+
+
+def _max_pool2d_as_3d(ctx, self: Value, kernel_size, stride, padding, dilation,
+                      ceil_mode) -> tuple[Value, Value]:
+    """Dynamic sizes: the V1 window mask cannot be decoded, so pool as a depth-1 3-d pool
+    (``MaxPool3DWithArgmaxV2``, what aclnn launches for max_pool2d on 910B); its argmax
+    indexes D*H*W = H*W, torch's 2-d index."""
+    k = _pair(kernel_size, ())
+    attrs = {"ksize": [1, *k], "strides": [1, *_pair(stride, k)],
+             "pads": [0, *_pair(padding, (0,))], "dilation": [1, *_pair(dilation, (1,))],
+             "ceil_mode": bool(ceil_mode), "data_format": "NCDHW",
+             "dtype": dtypes.to_cpp(torch.int32)}  # the 910B kernel's argmax is int32
+    x5 = ctx.op("Unsqueeze", [self], {"axes": [2]},
+                out=(self.dtype, (*self.shape[:2], 1, *self.shape[2:])), suffix="x5d")
+    (_, y_shape), (_, i_shape) = ctx.out_specs()
+    five = [(self.dtype, (*y_shape[:2], 1, *y_shape[2:])),
+            (torch.int32, (*i_shape[:2], 1, *i_shape[2:]))]
+    y5, i5 = ctx.op("MaxPool3DWithArgmaxV2", [x5], attrs, out=five, suffix="pool3d")
+    y, i = (ctx.op("Squeeze", [v], {"axis": [2]}, out=(v.dtype, shape), suffix=f"{tag}4d")
+            for v, shape, tag in ((y5, y_shape, "y"), (i5, i_shape, "indices")))
+    return y, cast(ctx, i, torch.int64)
 
 
 @register(aten.max_pool2d_with_indices_backward.default)
@@ -187,7 +210,10 @@ def max_pool3d_with_indices(ctx, self, kernel_size, stride=(), padding=(0,), dil
     k = _triple(kernel_size, ())
     attrs = {"ksize": k, "strides": _triple(stride, k), "pads": _triple(padding, (0,)),
              "dilation": _triple(dilation, (1,)), "ceil_mode": bool(ceil_mode),
-             "data_format": "NCDHW", "dtype": dtypes.to_cpp(torch.int64)}
+             "data_format": "NCDHW", "dtype": dtypes.to_cpp(torch.int32)}
     # GE has no argmax-driven 3-d max-pool gradient: the backward runs in eager on these
-    # torch-layout indices.
-    return ctx.op("MaxPool3DWithArgmaxV2", [self], attrs)
+    # torch-layout indices. The 910B kernel's argmax is int32; torch's indices are int64.
+    (y_dtype, y_shape), (_, i_shape) = ctx.out_specs()
+    y, i = ctx.op("MaxPool3DWithArgmaxV2", [self], attrs,
+                  out=[(y_dtype, y_shape), (torch.int32, i_shape)])
+    return y, cast(ctx, i, torch.int64)

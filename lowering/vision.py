@@ -199,12 +199,15 @@ def adaptive_max_pool3d(ctx, self, output_size):
     static_dims(ctx, self)
     k = [int(i) // int(o) for i, o in zip(self.shape[-3:], output_size)]
     x = reshape(ctx, self, (1,) + self.shape, "batch") if self.rank == 4 else self
-    out = [(dt, (1,) + s if self.rank == 4 else s) for dt, s in ctx.out_specs()]
+    # the 910B kernel's argmax is int32; torch's indices are int64
+    out = [(dt, (1,) + s if self.rank == 4 else s)
+           for dt, s in zip((self.dtype, torch.int32), (s for _, s in ctx.out_specs()))]
     attrs = {"ksize": k, "strides": k, "pads": [0, 0, 0], "dilation": [1, 1, 1],
-             "ceil_mode": False, "data_format": "NCDHW", "dtype": dtypes.to_cpp(torch.int64)}
+             "ceil_mode": False, "data_format": "NCDHW", "dtype": dtypes.to_cpp(torch.int32)}
     ys = ctx.op("MaxPool3DWithArgmaxV2", [x], attrs, out=out, suffix="pool")
-    return tuple(reshape(ctx, y, s, n) for y, (_, s), n in zip(ys, ctx.out_specs(),
-                                                               ("values", "indices")))
+    values, indices = (reshape(ctx, y, s, n) for y, (_, s), n in zip(ys, ctx.out_specs(),
+                                                                     ("values", "indices")))
+    return values, cast(ctx, indices, torch.int64)
 
 
 # ---- anti-aliased bilinear resize ------------------------------------------------------------
