@@ -173,6 +173,21 @@ def max_pool2d_with_indices_backward(ctx, grad_output, self, kernel_size, stride
     return _restore(ctx, dx, self.rank, self.dtype, "dx3d")
 
 
+def batched(ctx, x: Value, rank: int, suffix: str = "batched") -> Value:
+    """An unbatched pooling input as a batch of one (torchair: ``Unsqueeze`` axes [0]): the
+    device's pooling kernels take NCHW (``rank`` 4) / NCDHW (5) tensors only."""
+    if x.rank == rank:
+        return x
+    return ctx.op("Unsqueeze", [x], {"axes": [0]}, out=(x.dtype, (1, *x.shape)), suffix=suffix)
+
+
+def unbatched(ctx, y: Value, rank: int, suffix: str = "unbatched") -> Value:
+    """Undo ``batched`` for a result that should have rank ``rank``."""
+    if y.rank == rank:
+        return y
+    return ctx.op("Squeeze", [y], {"axis": [0]}, out=(y.dtype, y.shape[1:]), suffix=suffix)
+
+
 def _avg_attrs(kernel_size, stride, padding, ceil_mode, count_include_pad,
                divisor_override) -> dict[str, Any]:
     k = _pair(kernel_size, ())
@@ -189,20 +204,24 @@ def avg_pool2d(ctx, self, kernel_size, stride=(), padding=(0,), ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""  # noqa: E501
     x = self if self.dtype != torch.bfloat16 else cast(ctx, self, torch.float32)
+    x = batched(ctx, x, 4)
+    out = _planes(ctx.out_specs()[0][1])
     y = ctx.op("AvgPoolV2", [x], _avg_attrs(kernel_size, stride, padding, ceil_mode,
                                             count_include_pad, divisor_override),
-               out=(x.dtype, ctx.out_specs()[0][1]))
-    return cast(ctx, y, self.dtype)
+               out=(x.dtype, out))
+    return cast(ctx, unbatched(ctx, y, self.rank), self.dtype)
 
 
 @register(aten.avg_pool2d_backward.default)
 def avg_pool2d_backward(ctx, grad_output, self, kernel_size, stride, padding, ceil_mode,
                         count_include_pad, divisor_override):
     """avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""  # noqa: E501
-    shape = shape_of(ctx, self, torch.int32, "orig_input_shape")
-    return ctx.op("AvgPoolV2Grad", [shape, grad_output],
-                  _avg_attrs(kernel_size, stride, padding, ceil_mode, count_include_pad,
-                             divisor_override))
+    x = batched(ctx, self, 4, "x4d")
+    shape = shape_of(ctx, x, torch.int32, "orig_input_shape")
+    dx = ctx.op("AvgPoolV2Grad", [shape, batched(ctx, grad_output, 4, "dy4d")],
+                _avg_attrs(kernel_size, stride, padding, ceil_mode, count_include_pad,
+                           divisor_override), out=(grad_output.dtype, x.shape))
+    return unbatched(ctx, dx, self.rank)
 
 
 def _triple(values: Sequence[int], default: Sequence[int]) -> list[int]:
@@ -220,4 +239,7 @@ def max_pool3d_with_indices(ctx, self, kernel_size, stride=(), padding=(0,), dil
              "data_format": "NCDHW", "dtype": dtypes.to_cpp(torch.int64)}
     # GE has no argmax-driven 3-d max-pool gradient: the backward runs in eager on these
     # torch-layout indices.
-    return ctx.op("MaxPool3DWithArgmaxV2", [self], attrs)
+    x = batched(ctx, self, 5)
+    outs = [(dt, (1, *shape) if self.rank == 4 else shape) for dt, shape in ctx.out_specs()]
+    y, idx = ctx.op("MaxPool3DWithArgmaxV2", [x], attrs, out=outs)
+    return unbatched(ctx, y, self.rank, "values"), unbatched(ctx, idx, self.rank, "indices")

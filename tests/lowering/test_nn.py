@@ -91,6 +91,16 @@ def test_max_pool2d_indices_match_torch():
     check_fn(lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True), x)
 
 
+@pytest.mark.parametrize("fn,shape", [(lambda x: F.avg_pool2d(x, 3, 2, 1), (3, 7, 6)),
+                                      (lambda x: F.avg_pool3d(x, 2), (2, 4, 4, 4)),
+                                      (lambda x: F.max_pool2d(x, 2), (2, 5, 4))])
+def test_unbatched_pooling_pools_a_batch_of_one(fn, shape):
+    """The device's pooling kernels take NCHW/NCDHW only (device rule ``layout``)."""
+    graphs = check_grad(fn, torch.randn(shape))
+    pools = [op for g in graphs for op in g.lowered.graph.ops if "Pool" in op.type]
+    assert pools and all(len(op.input_descs[-1].shape) == len(shape) + 1 for op in pools)
+
+
 def test_max_pool2d_unbatched_indices_match_torch():
     check_fn(lambda x: F.max_pool2d(x, 2, 1, dilation=2, return_indices=True),
              torch.randn(3, 7, 6), options={"fallback": "error"})
