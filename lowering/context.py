@@ -17,11 +17,13 @@ from npu_inductor.ge.ir import DYNAMIC_DIM, GraphBuilder, OutSpec, Value
 from npu_inductor.ge.op_specs import OpSpecError
 from npu_inductor.ge.soc import Decision, DeviceDtypeError
 
-# float dtypes moved to float32 when the SoC has no kernel for them (910B has almost no
-# float64 kernels: a float64 op, often an internal precision choice, runs in float32)
-_LOW = (torch.float16, torch.bfloat16, torch.float64)
-# (compute dtype, the dtypes it stands in for) tried in order; small ints widen exactly
-_WIDEN = ((torch.float32, _LOW), (torch.int32, (torch.int8, torch.int16, torch.uint8)))
+_LOW = (torch.float16, torch.bfloat16)
+_SMALL_INT = (torch.int8, torch.int16, torch.uint8)
+# (compute dtype, the dtypes it stands in for), tried in order when the SoC has no kernel
+# for an op's dtypes: every one holds the values it stands in for exactly. float64 is never
+# narrowed (a silent precision loss): an op without a float64 kernel is refused.
+_WIDEN = ((torch.float32, _LOW), (torch.int32, _SMALL_INT),
+          (torch.int64, (*_SMALL_INT, torch.int32)), (torch.float32, _SMALL_INT))
 
 
 def static_shape(shape: Sequence[Any]) -> tuple[int, ...]:

@@ -94,7 +94,14 @@ def max_pool3d_with_indices(ctx, self, kernel_size, stride=(), padding=(0,), dil
     k = _triple(kernel_size, ())
     attrs = {"ksize": k, "strides": _triple(stride, k), "pads": _triple(padding, (0,)),
              "dilation": _triple(dilation, (1,)), "ceil_mode": bool(ceil_mode),
-             "data_format": "NCDHW", "dtype": dtypes.to_cpp(torch.int64)}
+             "data_format": "NCDHW", "dtype": dtypes.to_cpp(torch.int32)}
     # GE has no argmax-driven 3-d max-pool gradient: the backward runs in eager on these
-    # torch-layout indices.
-    return ctx.op("MaxPool3DWithArgmaxV2", [self], attrs)
+    # torch-layout indices. The 910B kernel writes int32 argmax: widened to torch's int64.
+    return argmax_int32(ctx, "MaxPool3DWithArgmaxV2", self, attrs, ctx.out_specs())
+
+
+def argmax_int32(ctx, op_type: str, x, attrs: dict, out: list) -> tuple:
+    """``op_type`` with its argmax output in int32 (the 910B kernel's), cast to ``out``'s."""
+    (vt, vs), (it, shape) = out
+    y, idx = ctx.op(op_type, [x], attrs, out=[(vt, vs), (torch.int32, shape)])
+    return y, cast(ctx, idx, it)

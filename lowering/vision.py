@@ -14,6 +14,7 @@ from npu_inductor.ge import dtypes
 from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.helpers import cast
 from npu_inductor.lowering.index import filled
+from npu_inductor.lowering.pool import argmax_int32
 from npu_inductor.lowering.precision import op_in_float32
 from npu_inductor.lowering.registry import register
 from npu_inductor.lowering.shape import reshape, static_dims, transpose
@@ -201,8 +202,8 @@ def adaptive_max_pool3d(ctx, self, output_size):
     x = reshape(ctx, self, (1,) + self.shape, "batch") if self.rank == 4 else self
     out = [(dt, (1,) + s if self.rank == 4 else s) for dt, s in ctx.out_specs()]
     attrs = {"ksize": k, "strides": k, "pads": [0, 0, 0], "dilation": [1, 1, 1],
-             "ceil_mode": False, "data_format": "NCDHW", "dtype": dtypes.to_cpp(torch.int64)}
-    ys = ctx.op("MaxPool3DWithArgmaxV2", [x], attrs, out=out, suffix="pool")
+             "ceil_mode": False, "data_format": "NCDHW", "dtype": dtypes.to_cpp(torch.int32)}
+    ys = argmax_int32(ctx, "MaxPool3DWithArgmaxV2", x, attrs, out)  # int32 on 910B
     return tuple(reshape(ctx, y, s, n) for y, (_, s), n in zip(ys, ctx.out_specs(),
                                                                ("values", "indices")))
 
