@@ -31,7 +31,7 @@ from torch.profiler import ProfilerActivity, profile
 # (PyTorch's dynamo harness uses the same fp64-reference scheme with a 2-3x multiplier).
 ERROR_MULTIPLIER = 3.0
 TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 1e-3}
-NON_COMPUTE_OPS = frozenset({"Data", "NetOutput", "Const"})
+NON_COMPUTE_OPS = frozenset({"Data", "RefData", "NetOutput", "Const"})
 
 
 def tensors(x: Any) -> list[torch.Tensor]:
@@ -158,6 +158,8 @@ class CompileStats:
     planned_workspace: int | None = None
     workspace_lower_bound: int | None = None
     backend_compile_s: float | None = None
+    cache_hits: int | None = None  # FX graphs loaded from the compile cache (cold compile)
+    cache_misses: int | None = None
 
 
 def dynamo_counts() -> tuple[int, int]:
@@ -189,6 +191,8 @@ def ge_stats(stats: CompileStats, recorded: Recorded) -> None:
                        for g in graphs)
     if recorded.reports_available:
         stats.fallback_ops = sum(len(r.fallbacks) for r in recorded.reports)
+        stats.cache_hits = sum(getattr(r, "cache", "") == "hit" for r in recorded.reports)
+        stats.cache_misses = sum(getattr(r, "cache", "") == "miss" for r in recorded.reports)
     _kernel_stats(stats, recorded)
     plans = [p for p in map(memory_plan, graphs) if p is not None]
     if plans:

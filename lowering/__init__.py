@@ -9,6 +9,7 @@ from npu_inductor.lowering import (  # noqa: F401  (importing registers the conv
     elementwise,
     fused,
     index,
+    inplace,
     linalg,
     loss,
     matmul,

@@ -12,10 +12,11 @@ import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.node import map_arg
 
-from npu_inductor.config import NpuConfig
+from npu_inductor.config import NpuConfig, target_soc
 from npu_inductor.ge.ir import Graph, GraphBuilder, Value
 from npu_inductor.ge.soc import Decision
 from npu_inductor.lowering.context import LoweringContext, static_shape
+from npu_inductor.lowering.inplace import writes_input
 from npu_inductor.lowering.registry import bind, lookup, refusal
 
 
@@ -81,7 +82,7 @@ def try_lower(gm: torch.fx.GraphModule, name: str,
 
 def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
                  failures: dict[str, str] | None) -> LoweredGraph:
-    builder = GraphBuilder(name, config.soc_version)
+    builder = GraphBuilder(name, target_soc(config))
     ctx = LoweringContext(builder, config)
     env: dict[torch.fx.Node, Any] = {}
     ctx.env = env  # symbolic sizes are read from the graph inputs (lowering/symbolic.py)
@@ -98,7 +99,8 @@ def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
                 env[node] = builder.const(torch.empty(0), node.name)
             elif isinstance(val, torch.Tensor) and node.users:  # frozen params have none
                 data_inputs.append(position)
-                env[node] = builder.data(val.dtype, static_shape(val.shape), node.name)
+                ref = config.shape_buckets is None and any(writes_input(u) for u in node.users)
+                env[node] = builder.data(val.dtype, static_shape(val.shape), node.name, ref)
             elif isinstance(val, torch.SymInt) and node.users:  # a size: 0-d int64 input
                 data_inputs.append(position)
                 env[node] = builder.data(torch.int64, (), node.name)
@@ -115,7 +117,7 @@ def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
     fx_edges = {n.name: v.edge for n, v in env.items()
                 if n.op == "call_function" and isinstance(v, Value)}
     return LoweredGraph(builder.build(), tuple(data_inputs), outputs, tuple(ctx.decisions),
-                        config.soc_version, fx_edges)
+                        target_soc(config), fx_edges)
 
 
 def _effect_token(node: torch.fx.Node) -> bool:

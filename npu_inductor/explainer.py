@@ -20,7 +20,7 @@ import torch
 from npu_inductor.buckets import REPORTS as bucket_reports
 from npu_inductor.buckets import BucketReport
 from npu_inductor.compile_fx import GraphReport, quiet_fallbacks, record_reports
-from npu_inductor.config import resolve
+from npu_inductor.config import resolve, target_soc
 from npu_inductor.device_rules_report import DeviceReport, from_reports
 from npu_inductor.graph_passes.partition import Fallback
 
@@ -52,6 +52,8 @@ class ExplainReport:
     fallbacks: list[Fallback] = field(default_factory=list)
     buckets: list[BucketReport] = field(default_factory=list)
     device: DeviceReport | None = None  # ops by kernel kind on the target SoC, device rules
+    cache_hits: int = 0  # FX graphs loaded from the compile cache (npu_inductor/cache.py)
+    cache_misses: int = 0  # FX graphs compiled and stored
 
     @property
     def fallback_counts(self) -> dict[str, int]:
@@ -74,7 +76,8 @@ class ExplainReport:
         return lines
 
     def _ge_lines(self) -> list[str]:
-        lines = [f"GE graphs: {len(self.ge_graphs)}"]
+        lines = [f"GE graphs: {len(self.ge_graphs)}",
+                 f"Compile cache: {self.cache_hits} hit(s), {self.cache_misses} miss(es)"]
         for g in self.ge_graphs:
             counts = ", ".join(f"{t} x{n}" for t, n in sorted(g.op_counts.items(),
                                                              key=lambda kv: (-kv[1], kv[0])))
@@ -107,7 +110,7 @@ def _summaries(reports: list[GraphReport]) -> list[GEGraphSummary]:
 
 
 def _op_counts(graph: Any) -> dict[str, int]:
-    skip = {"Data", "NetOutput"}  # graph plumbing, not work
+    skip = {"Data", "RefData", "NetOutput"}  # graph plumbing, not work
     return dict(Counter(op.type for op in graph.ops if op.type not in skip))
 
 
@@ -133,6 +136,8 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
         torch._dynamo.reset()
     report.ge_graphs = _summaries(reports)
     report.fallbacks = [f for r in reports for f in r.fallbacks]
+    report.cache_hits = sum(r.cache == "hit" for r in reports)
+    report.cache_misses = sum(r.cache == "miss" for r in reports)
     report.buckets = bucket_reports[first_bucket_report:]
-    report.device = from_reports(reports, resolve({"fallback": "eager"}).soc_version)
+    report.device = from_reports(reports, target_soc(resolve({"fallback": "eager"})))
     return report

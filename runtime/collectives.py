@@ -3,12 +3,14 @@
 [Note: communicator groups]
 A GE collective names its communicator in the string attr ``group``. Lowering turns the
 torch group name an FX graph carries (``'0'`` for the world group) into a GE-valid name
-with ``ge_group_name``: ``hccl_world_group`` for the world group (the name HCCL gives it),
-the torch_npu HCCL communicator name where torch_npu provides one, else
-``hccl_group_<torch group name>``. ``resolve_group`` maps a name back to its
-``ProcessGroup``: the first and last kinds from their spelling (so a graph loaded from a
-cache, or a process group re-created after a failure, resolves correctly), torch_npu's
-names through the registry ``ge_group_name`` fills. The engine is the process group's
+with ``ge_group_name``: under HCCL (torch_npu) the communicator name the process group's
+``ProcessGroupHCCL`` gives it, for every group including WORLD (torchair's
+``get_hccl_comm_name(global_rank, init_comm=True)``; there is no ``hccl_world_group``
+communicator under torch_npu); on the host device (gloo) ``hccl_world_group`` for the world
+group and ``hccl_group_<torch group name>`` for the others. ``resolve_group`` maps a name
+back to its ``ProcessGroup``: the host names from their spelling (so a graph loaded from a
+cache, or a process group re-created after a failure, resolves correctly), HCCL
+communicator names through the registry ``ge_group_name`` fills. The engine is the process group's
 backend: ``hccl`` on an Ascend device with torch_npu, ``gloo`` on the host device. Rank,
 world size and rendezvous come from the standard ``torchrun`` environment
 (``init_distributed``).
@@ -197,11 +199,16 @@ def rank_table(world_size: int, devices_per_server: int | None = None,
     """An HCCL rank table (A2 / 910B, version "1.0"): ``world_size`` ranks on
     ``world_size / devices_per_server`` servers ``node_0, node_1, ...``; rank ``r`` is device
     ``r % devices_per_server`` of server ``r // devices_per_server``. All values are strings,
-    as HCCL requires; ``device_ip`` (per rank) is only needed across servers."""
+    as HCCL requires; ``device_ip`` (per rank, from ``/etc/hccn.conf``) is listed where known
+    and required for every device of a multi-server table."""
     per = devices_per_server or world_size
     if world_size < 1 or per < 1 or world_size % per:
         raise ValueError(f"rank_table: {world_size} ranks do not fill servers of {per} devices")
     device_ips = device_ips or {}
+    missing = [r for r in range(world_size) if r not in device_ips]
+    if world_size > per and missing:
+        raise ValueError(f"rank_table: a multi-server rank table lists device_ip for every "
+                         f"device (/etc/hccn.conf address_<id>); missing for ranks {missing}")
     servers = []
     for s in range(world_size // per):
         devices = []
@@ -237,6 +244,24 @@ def hccl_env(rank: int, world_size: int, rank_table_file: str, device_id: int | 
             "HCCL_EXEC_TIMEOUT": str(exec_timeout_s), "HCCL_BUFFSIZE": str(buffsize_mb)}
 
 
+HCCN_CONF = "/etc/hccn.conf"
+
+
+def hccn_device_ips(path: str | None = None) -> dict[int, str]:
+    """Device id -> device IP from ``hccn.conf`` (``address_<id>=<ip>`` lines); {} if absent."""
+    try:
+        with open(path or HCCN_CONF) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return {}
+    ips = {}
+    for line in lines:
+        key, _, value = line.strip().partition("=")
+        if key.startswith("address_") and key[len("address_"):].isdigit() and value:
+            ips[int(key[len("address_"):])] = value.strip()
+    return ips
+
+
 def prepare_acl_hccl(folder: str, rank: int | None = None, world_size: int | None = None,
                      local_world_size: int | None = None) -> dict[str, str]:
     """Write this job's rank table into ``folder`` and export the HCCL env for this rank
@@ -246,13 +271,17 @@ def prepare_acl_hccl(folder: str, rank: int | None = None, world_size: int | Non
     rank = int(os.environ.get("RANK", "0")) if rank is None else rank
     world_size = int(os.environ.get("WORLD_SIZE", "1")) if world_size is None else world_size
     per = local_world_size or int(os.environ.get("LOCAL_WORLD_SIZE", str(world_size)))
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"rank_table_{world_size}.json")
-    tmp = f"{path}.{rank}.tmp"  # every rank writes the same table; rename is atomic
-    with open(tmp, "w") as f:
-        json.dump(rank_table(world_size, per), f, indent=1)
-    os.replace(tmp, path)
-    env = hccl_env(rank, world_size, os.environ.get("RANK_TABLE_FILE", path),
+    path = os.environ.get("RANK_TABLE_FILE")
+    if path is None:  # one server knows only its own device IPs: a multi-server job
+        path = os.path.join(folder, f"rank_table_{world_size}.json")  # brings its own table
+        node = rank // per
+        device_ips = {node * per + d: ip for d, ip in hccn_device_ips().items() if d < per}
+        os.makedirs(folder, exist_ok=True)
+        tmp = f"{path}.{rank}.tmp"  # every rank writes the same table; rename is atomic
+        with open(tmp, "w") as f:
+            json.dump(rank_table(world_size, per, device_ips), f, indent=1)
+        os.replace(tmp, path)
+    env = hccl_env(rank, world_size, path,
                    device_id=int(os.environ.get("LOCAL_RANK", rank % per)))
     for key, value in env.items():
         os.environ.setdefault(key, value)

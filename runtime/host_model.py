@@ -125,7 +125,7 @@ class HostModel:
         data_slot: dict[int, int] = {}
         sig_of: dict[int, tuple] = {}
         for op in self.graph.ops:
-            args = () if op.type in ("Data", "Const") else _arg_layout(op, slot_of)
+            args = () if op.type in ("Data", "RefData", "Const") else _arg_layout(op, slot_of)
             if op.type == "NetOutput":
                 edges = [e for e in op.inputs if not e.endswith(":-1")]
                 self.output_slots = tuple(slot_of[e] for e in edges)
@@ -135,7 +135,7 @@ class HostModel:
                 slot_of[f"{op.name}:{k}"] = len(slot_of)
                 d = op.output_descs[k] if k < len(op.output_descs) else None
                 sig_of[len(slot_of) - 1] = (d.dtype, tuple(d.shape)) if d else (None, ())
-            if op.type == "Data":
+            if op.type in ("Data", "RefData"):
                 data_slot[op.attr("index")] = slot_of[f"{op.name}:0"]
             elif op.type == "Const":
                 self.consts[slot_of[f"{op.name}:0"]] = op.attr("value")

@@ -36,23 +36,31 @@ def _torch_group(group: Any) -> Any:
     return _resolve_process_group(str(group))
 
 
-def _hccl_comm_name(pg: Any) -> str | None:
-    """torch_npu's HCCL communicator name for ``pg`` (None off Ascend)."""
-    if not torch_npu_available():
-        return None
+def _hccl_backend(pg: Any) -> Any:
+    """The process group's HCCL backend (torch_npu ``ProcessGroupHCCL``), or None."""
     try:
-        return pg._get_backend(torch.device("npu")).get_hccl_comm_name(pg.rank())
-    except (RuntimeError, AttributeError):
+        backend = pg._get_backend(torch.device("npu"))
+    except (RuntimeError, AttributeError, ValueError):
+        return None  # no "npu" device type (no torch_npu) or no backend for it
+    return backend if hasattr(backend, "get_hccl_comm_name") else None
+
+
+def _hccl_comm_name(pg: Any) -> str | None:
+    """torch_npu's HCCL communicator name for ``pg`` (None off Ascend), as torchair asks
+    for it: with the *global* rank, creating the communicator if needed."""
+    backend = _hccl_backend(pg)
+    if backend is None:
         return None
+    return backend.get_hccl_comm_name(dist.get_rank(), init_comm=True)
 
 
 def ge_group_name(group: Any) -> str:
-    """The GE ``group`` attr for a torch group (name string or ProcessGroup); registers it."""
+    """The GE ``group`` attr for a torch group (name string or ProcessGroup); registers it.
+    Under HCCL (torch_npu) it is the communicator name for every group, WORLD included."""
     pg = _torch_group(group)
-    if pg == dist.group.WORLD:
-        name = WORLD_GROUP
-    else:
-        name = _hccl_comm_name(pg) or GROUP_PREFIX + pg.group_name
+    name = _hccl_comm_name(pg)
+    if name is None:  # host device (gloo): names that spell the torch group
+        name = WORLD_GROUP if pg == dist.group.WORLD else GROUP_PREFIX + pg.group_name
     if len(name) > MAX_GROUP_NAME:
         raise CollectiveError(f"group name {name!r} is longer than HCCL's {MAX_GROUP_NAME}")
     _GROUPS[name] = pg

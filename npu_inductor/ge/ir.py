@@ -78,7 +78,8 @@ class Graph:
     attrs: dict[str, Attr] = field(default_factory=dict)
 
     def data_ops(self) -> list[OpNode]:
-        return sorted((op for op in self.ops if op.type == "Data"), key=lambda o: o.attr("index"))
+        return sorted((op for op in self.ops if op.type in DATA_TYPES),
+                      key=lambda o: o.attr("index"))
 
     def net_output(self) -> OpNode:
         return next(op for op in self.ops if op.type == "NetOutput")
@@ -117,6 +118,10 @@ def sanitize_name(name: str) -> str:
     return _NAME_OK.sub("_", name) or "op"
 
 
+# Graph inputs: ``Data``, and ``RefData`` for an input the graph writes in place (``Assign``).
+DATA_TYPES = ("Data", "RefData")
+
+
 class GraphBuilder:
     """Builds a ``Graph`` op by op, checking each op against its prototype."""
 
@@ -127,6 +132,7 @@ class GraphBuilder:
         self._names: dict[str, int] = {}
         self._num_data = 0
         self._has_output = False
+        self.side_effects: list[str] = []  # ops NetOutput keeps alive by control edges
 
     def unique(self, base: str) -> str:
         """A graph-unique op name derived from ``base`` (``base``, ``base_1``, ...)."""
@@ -139,12 +145,15 @@ class GraphBuilder:
         self._names.setdefault(name, 0)
         return name
 
-    def data(self, dtype: torch.dtype, shape: Sequence[int], name: str) -> Value:
+    def data(self, dtype: torch.dtype, shape: Sequence[int], name: str,
+             ref: bool = False) -> Value:
+        """A graph input (``RefData`` with ``ref``: the graph may write it in place)."""
         desc_shape = tuple(int(d) for d in shape)
         index = self._num_data
         self._num_data += 1
-        op = _node(self.unique(name), "Data", (), {"index": Attr("Int", index)},
-                   (TensorDesc("x", dtype, desc_shape),), (TensorDesc("y", dtype, desc_shape),))
+        op = _node(self.unique(name), "RefData" if ref else "Data", (),
+                   {"index": Attr("Int", index)}, (TensorDesc("x", dtype, desc_shape),),
+                   (TensorDesc("y", dtype, desc_shape),))
         self._ops.append(op)
         return Value(op.name, 0, dtype, desc_shape)
 
@@ -235,6 +244,10 @@ class GraphBuilder:
         return tuple(TensorDesc(n, dt, tuple(int(d) for d in shape))
                      for n, (dt, shape) in zip(names, outputs))
 
+    def op_type(self, name: str) -> str | None:
+        """The type of the op named ``name`` (None when there is none)."""
+        return next((op.type for op in self._ops if op.name == name), None)
+
     @property
     def last_op(self) -> str:
         """The name of the op added last (the source of a control edge)."""
@@ -245,8 +258,8 @@ class GraphBuilder:
             raise OpSpecError("graph already has a NetOutput")
         self._has_output = True
         descs = tuple(TensorDesc(f"input{k}", v.dtype, v.shape) for k, v in enumerate(values))
-        self._ops.append(_node(self.unique("NetOutput"), "NetOutput",
-                               tuple(v.edge for v in values), {}, descs, ()))
+        edges = tuple(v.edge for v in values) + tuple(f"{c}:-1" for c in self.side_effects)
+        self._ops.append(_node(self.unique("NetOutput"), "NetOutput", edges, {}, descs, ()))
 
     def build(self, attrs: dict[str, Attr] | None = None) -> Graph:
         """The finished graph, checked against the device rules (``DeviceRuleError``)."""
