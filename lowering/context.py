@@ -21,6 +21,15 @@ from npu_inductor.ge.soc import Decision, DeviceDtypeError
 # float dtypes moved to float32 when the SoC has no kernel for them (910B has almost no
 # float64 kernels: a float64 op, often an internal precision choice, runs in float32)
 _LOW = (torch.float16, torch.bfloat16, torch.float64)
+# bool and narrow ints moved to int32/int64 for ops whose outputs only move or select input
+# values (so the Cast back is exact), when the SoC has no kernel for them (910B: ReverseV2,
+# ArgMaxV2, GatherElements on bool/uint8...)
+_NARROW_INTS = (torch.bool, torch.uint8, torch.int8, torch.int16)
+_VALUE_PRESERVING = frozenset({
+    "ReverseV2", "GatherElements", "GatherV2", "ArgMaxV2", "ArgMin", "ReduceMax",
+    "ReduceMin", "ConcatD", "ConcatV2", "Pack", "Transpose", "Tile", "BroadcastTo", "Roll",
+    "StridedSliceV2", "StridedSlice", "Slice", "SliceV2", "ScatterElements", "SplitV",
+    "Unpack", "TopKV2", "Sort", "Maximum", "Minimum"})
 
 
 def static_shape(shape: Sequence[Any]) -> tuple[int, ...]:
@@ -84,7 +93,8 @@ class LoweringContext:
         layout = layouts_for(op_type, first.rank if first is not None else 4)
         wide = self._device_dtype(op_type, inputs, outs, suffix)
         if wide is not None:
-            values = self._op_in(wide, op_type, inputs, attrs, outs, suffix, layout)
+            narrow = _NARROW_INTS if wide in (torch.int32, torch.int64) else _LOW
+            values = self._op_in(wide, op_type, inputs, attrs, outs, suffix, layout, narrow)
         else:
             values = self.builder.op(op_type, self.name(suffix), inputs, attrs, outs,
                                      layout=layout)
@@ -112,6 +122,10 @@ class LoweringContext:
             refused = e
         except OpSpecError:
             return None  # a prototype violation: builder.op reports it
+        if refused is not None and op_type in _VALUE_PRESERVING:
+            widened = self._int_widening(op_type, inputs, outs, suffix)
+            if widened is not None:
+                return widened
         low = {v.dtype for v in _values(inputs) if v.dtype in _LOW} | {
             dt for dt, _ in outs if dt in _LOW}
         wide = self._kind_in(torch.float32, op_type, inputs, outs) if low else None
@@ -126,29 +140,45 @@ class LoweringContext:
                   f"computed in float32 with Casts around", suffix)
         return torch.float32
 
+    def _int_widening(self, op_type: str, inputs: Sequence[Any], outs: list[OutSpec],
+                      suffix: str) -> torch.dtype | None:
+        """int32 or int64 when the op has a kernel with its bool / narrow-int operands
+        moved there (None when it has no such operands or no such kernel)."""
+        narrow = {v.dtype for v in _values(inputs) if v.dtype in _NARROW_INTS}
+        if not narrow:
+            return None
+        for wide in (torch.int32, torch.int64):
+            if self._kind_in(wide, op_type, inputs, outs, _NARROW_INTS) is not None:
+                names = "/".join(sorted(dtypes.short_name(d) for d in narrow))
+                self.note("dtype-gate", f"{op_type} has no kernel for {names} on "
+                          f"{self.builder.soc}: computed in {dtypes.short_name(wide)} with "
+                          f"Casts around", suffix)
+                return wide
+        return None
+
     def _kind_in(self, wide: torch.dtype, op_type: str, inputs: Sequence[Any],
-                 outs: list[OutSpec]) -> str | None:
-        """The kernel kind of the op with its fp16/bf16 operands moved to ``wide``."""
-        proxies = [_retyped(x, wide) for x in inputs]
+                 outs: list[OutSpec], narrow: tuple = _LOW) -> str | None:
+        """The kernel kind of the op with its ``narrow`` operands moved to ``wide``."""
+        proxies = [_retyped(x, wide, narrow) for x in inputs]
         try:
-            return self.builder.kernel_kind(op_type, proxies, _wide_outs(outs, wide))
+            return self.builder.kernel_kind(op_type, proxies, _wide_outs(outs, wide, narrow))
         except OpSpecError:  # includes DeviceDtypeError
             return None
 
     def _op_in(self, wide: torch.dtype, op_type: str, inputs: Sequence[Any],
                attrs: dict[str, Any] | None, outs: list[OutSpec], suffix: str,
-               layout: Any = None) -> tuple:
+               layout: Any = None, narrow: tuple = _LOW) -> tuple:
         from npu_inductor.lowering.helpers import cast
 
         def up(x: Any) -> Any:
             if isinstance(x, Value):
-                return cast(self, x, wide) if x.dtype in _LOW else x
+                return cast(self, x, wide) if x.dtype in narrow else x
             if isinstance(x, (list, tuple)):
                 return [up(v) for v in x]
             return x
 
         values = self.builder.op(op_type, self.name(suffix), [up(x) for x in inputs], attrs,
-                                 _wide_outs(outs, wide), layout=layout)
+                                 _wide_outs(outs, wide, narrow), layout=layout)
         return tuple(cast(self, v, dt) for v, (dt, _) in zip(values, outs))
 
     def const(self, value: Any, dtype: torch.dtype, suffix: str = "const") -> Value:
@@ -177,13 +207,13 @@ def _values(inputs: Sequence[Any]) -> list[Value]:
     return out
 
 
-def _retyped(x: Any, wide: torch.dtype) -> Any:
+def _retyped(x: Any, wide: torch.dtype, narrow: tuple = _LOW) -> Any:
     if isinstance(x, Value):
-        return Value(x.op, x.index, wide, x.shape) if x.dtype in _LOW else x
+        return Value(x.op, x.index, wide, x.shape) if x.dtype in narrow else x
     if isinstance(x, (list, tuple)):
-        return [_retyped(v, wide) for v in x]
+        return [_retyped(v, wide, narrow) for v in x]
     return x
 
 
-def _wide_outs(outs: list[OutSpec], wide: torch.dtype) -> list[OutSpec]:
-    return [(wide if dt in _LOW else dt, shape) for dt, shape in outs]
+def _wide_outs(outs: list[OutSpec], wide: torch.dtype, narrow: tuple = _LOW) -> list[OutSpec]:
+    return [(wide if dt in narrow else dt, shape) for dt, shape in outs]
