@@ -24,7 +24,15 @@ _SMALL_INT = (torch.int8, torch.int16, torch.uint8)
 # for an op's dtypes: every one holds the values it stands in for exactly. float64 is never
 # narrowed (a silent precision loss): an op without a float64 kernel is refused.
 _WIDEN = ((torch.float32, _LOW), (torch.int32, _SMALL_INT),
-          (torch.int64, (*_SMALL_INT, torch.int32)), (torch.float32, _SMALL_INT))
+          (torch.int64, (*_SMALL_INT, torch.int32)), (torch.float32, _SMALL_INT),
+          (torch.int32, (torch.bool,)), (torch.int64, (torch.bool,)))
+# bool moves to an int only for ops whose outputs just move or select input values, so the
+# Cast back to bool is exact (910B: ReverseV2, GatherElements, ... have no bool kernel)
+_VALUE_PRESERVING = frozenset({
+    "ReverseV2", "GatherElements", "GatherV2", "ArgMaxV2", "ArgMin", "ReduceMax",
+    "ReduceMin", "ConcatD", "ConcatV2", "Pack", "Transpose", "Tile", "BroadcastTo", "Roll",
+    "StridedSliceV2", "StridedSlice", "Slice", "SliceV2", "ScatterElements", "SplitV",
+    "Unpack", "TopKV2", "Sort", "Maximum", "Minimum"})
 
 
 def static_shape(shape: Sequence[Any]) -> tuple[int, ...]:
@@ -117,6 +125,8 @@ class LoweringContext:
         except OpSpecError:
             return None  # a prototype violation: builder.op reports it
         for target, narrow in _WIDEN:
+            if torch.bool in narrow and op_type not in _VALUE_PRESERVING:
+                continue
             low = {v.dtype for v in _values(inputs) if v.dtype in narrow} | {
                 dt for dt, _ in outs if dt in narrow}
             wide = self._kind_in((target, narrow), op_type, inputs, outs) if low else None
