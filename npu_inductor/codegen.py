@@ -42,7 +42,7 @@ def executor_source(graph: Graph, device: str) -> str:
               for op in graph.data_ops()]
     outputs = [(_dtype_src(d.dtype), d.shape) for d in graph.net_output().input_descs]
     return render("executor.py.jinja", graph_name=graph.name, device=device, inputs=inputs,
-                  outputs=outputs)
+                  outputs=outputs, input_names=[op.name for op in graph.data_ops()])
 
 
 def load_executor(source: str, name: str) -> types.ModuleType:
