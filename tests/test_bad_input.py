@@ -66,6 +66,24 @@ def test_changed_input_recompiles_or_matches(variant, dynamic):
         assert spec.dtype == x2.dtype and len(spec.shape) == x2.dim()
 
 
+@pytest.mark.parametrize("layout", ["transposed", "channels_last", "step_slice"])
+def test_bucketed_graph_with_strided_inputs(layout):
+    """Shape buckets pad the input (a guard-free path once compiled): strided inputs too."""
+    make = {"transposed": lambda n: torch.randn(6, n).t(),
+            "channels_last": lambda n: torch.randn(n, 3, 2, 2).contiguous(
+                memory_format=torch.channels_last),
+            "step_slice": lambda n: torch.randn(n, 8)[:, ::2]}[layout]
+    compiled = torch.compile(lambda x: torch.relu(x) * 2 + x.sum(-1, keepdim=True),
+                             backend="npu", dynamic=True,
+                             options={**STRICT, "shape_buckets": {"x": {0: [4, 8]}}})
+    with record_graphs() as graphs:
+        for n in (3, 5):
+            x = make(n)
+            torch.testing.assert_close(compiled(x), torch.relu(x) * 2 + x.sum(-1, keepdim=True))
+    sizes = {g.lowered.graph.data_ops()[0].output_descs[0].shape[0] for g in graphs}
+    assert sizes == {4, 8}, sizes  # the bucketed (padded static) graphs ran
+
+
 def test_input_on_another_device_is_an_error_naming_it():
     compiled = torch.compile(_f, backend="npu")
     _run(compiled, _f, X, X)
