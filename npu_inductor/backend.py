@@ -6,6 +6,7 @@ settings -> AOTAutograd (decompose, forward/backward split) -> passes -> lower -
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import warnings
@@ -15,9 +16,10 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import default_partition
 
+from npu_inductor import aot_cache
 from npu_inductor.buckets import BucketedDim, BucketedGraph, find_bucketed_dims, new_report
 from npu_inductor.compile_fx import compile_fx_graph
-from npu_inductor.config import NpuConfig, resolve
+from npu_inductor.config import DEFAULT_SOC_VERSION, NpuConfig, resolve
 from npu_inductor.graph_passes import real_inputs
 from npu_inductor.lowering.decompositions import decomposition_table
 
@@ -32,12 +34,14 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
                 options: dict[str, Any] | None = None, mode: str | None = None) -> Any:
     """``torch.compile(model, backend="npu", options={...})`` lands here."""
     try:
-        config = resolve(options)
+        config = with_device_soc(resolve(options))
         warn_if_name_clash()
         check_devices(gm, example_inputs)
         dims = find_bucketed_dims(gm, example_inputs, config)
-        with real_inputs(example_inputs):  # freeze_parameters reads the real weights
-            return make_aot_backend(config, dims)(gm, example_inputs)
+        cached = aot_cache.usable(config, bool(dims))
+        # freeze_parameters reads the real weights
+        with real_inputs(example_inputs), aot_cache.scope(config, cached):
+            return make_aot_backend(config, dims, cached)(gm, example_inputs)
     except user_errors() as e:
         if torch._dynamo.config.verbose:  # TORCHDYNAMO_VERBOSE=1: every frame
             raise
@@ -60,6 +64,18 @@ def check_devices(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> None:
                                   f"or copies in. Move it with .cpu() before the call.")
 
 
+def with_device_soc(config: NpuConfig) -> NpuConfig:
+    """Without ``soc_version``, the acl device's own SoC (``aclrtGetSocName``) is the target
+    of the dtype gate and of ATC; the host device simulates ``DEFAULT_SOC_VERSION``."""
+    if config.soc_version is not None:
+        return config
+    from npu_inductor.runtime.device import get_device
+
+    device = get_device(config.device, config.device_id)
+    return dataclasses.replace(config, soc_version=getattr(device, "soc_name", None)
+                               or DEFAULT_SOC_VERSION)
+
+
 def user_errors() -> tuple[type[Exception], ...]:
     """Errors about the user's program or settings, whose messages are self-contained."""
     from npu_inductor.atc import AtcError
@@ -71,10 +87,19 @@ def user_errors() -> tuple[type[Exception], ...]:
     return (ConfigError, FallbackError, BucketError, AtcError, DeviceError, GraphInputError)
 
 
-def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None) -> Any:
+def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None,
+                     aot_cached: bool = False) -> Any:
     """AOTAutograd with our compilers; with bucketed ``dims`` inference graphs go through
-    ``BucketedGraph`` (training graphs compile as they are: they are not bucketed)."""
+    ``BucketedGraph`` (training graphs compile as they are: they are not bucketed).
+    ``aot_cached``: the compilers return ``NpuOutputCode`` for AOTAutograd's cache."""
     compile_fn = functools.partial(compile_fx_graph, config=config)
+    if aot_cached:
+        kinds = ("inference", "forward", "backward")
+        fns = [aot_cache.serializable(functools.partial(compile_fn, kind=k), k, config)
+               for k in kinds]
+        return aot_autograd(fw_compiler=fns[1], bw_compiler=fns[2], inference_compiler=fns[0],
+                            decompositions=decomposition_table(),
+                            partition_fn=default_partition, keep_inference_input_mutations=False)
     inference = functools.partial(compile_fn, kind="inference")
     forward = functools.partial(compile_fn, kind="forward")
     if dims:
@@ -90,7 +115,7 @@ def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None) -
         inference_compiler=inference,
         decompositions=decomposition_table(),
         partition_fn=default_partition,
-        keep_inference_input_mutations=False,
+        keep_inference_input_mutations=True,  # copy_ into inputs lowers to Assign
     )
 
 

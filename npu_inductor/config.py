@@ -12,13 +12,15 @@ import json
 import os
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
-from typing import Any, Iterator
+from typing import Any
 
 ENV_PREFIX = "NPU_INDUCTOR_"
 DEFAULT_SOC_VERSION = "Ascend910B1"
 DEFAULT_PRECISION_MODE = "must_keep_origin_dtype"  # fp32 stays fp32 (ATC's default is fp16)
 DEFAULT_MAX_BUCKETS = 8
+DEFAULT_CACHE_SIZE_LIMIT = 8 << 30  # compile cache, bytes
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "device": ("auto", "host", "acl"),
@@ -45,8 +47,11 @@ class NpuConfig:
     """``eager``: ops without a converter run in eager between GE graphs; ``error``: raise."""
     dump_dir: str | None = None
     """Write .air, .pbtxt, FX graphs, executor source and memory plan per GE graph here."""
-    cache_dir: str | None = None
-    """On-disk cache of compiled GE graphs (None: no disk cache)."""
+    cache_dir: str | bool | None = None
+    """On-disk compile cache folder (None: the per-user default, ``~/.cache/npu_inductor``;
+    False or ``"off"``: no disk cache). See ``npu_inductor/cache.py``."""
+    cache_size_limit: int | None = DEFAULT_CACHE_SIZE_LIMIT
+    """Bytes the compile cache may hold; least recently used entries go first (None: no limit)."""
     shape_buckets: Any = None
     """Static-shape buckets: a dict per input/dim, ``"auto"``, or None (exact shapes)."""
     max_buckets: int = DEFAULT_MAX_BUCKETS
@@ -57,8 +62,10 @@ class NpuConfig:
     """Sizes above the largest bucket compile exactly instead of raising."""
     precision_mode: str = DEFAULT_PRECISION_MODE
     """ATC/GE ``precision_mode`` for the acl device."""
-    soc_version: str = DEFAULT_SOC_VERSION
-    """ATC ``--soc_version`` for the acl device."""
+    soc_version: str | None = None
+    """ATC ``--soc_version`` for the acl device (None: the device's, ``aclrtGetSocName``)."""
+    device_id: int | None = None
+    """acl device of this process (None: ``LOCAL_RANK``, else ``DEVICE_ID``, else 0)."""
     freeze_parameters: bool = False
     """Inference: parameters become GE constants (enables folding)."""
     fusions: bool = True
@@ -70,6 +77,9 @@ class NpuConfig:
     ``"512MiB"`` / ``"2GB"`` (parsed to bytes); None: unlimited."""
     verify: bool = False
     """Run the FX graph verifier after every pass."""
+    compare: bool = False
+    """Run each GE graph op by op next to its FX graph in eager on every call and report
+    the first op that diverges (``npu_inductor.debug``; slow: debugging only)."""
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -90,11 +100,17 @@ def _coerce(name: str, raw: str) -> Any:
             raise ConfigError(f"{var}={raw!r} is not a boolean; use one of {list(_TRUE)} or "
                               f"{list(_FALSE)}")
         return low in _TRUE
-    if name == "memory_limit":
+    if name in ("memory_limit", "cache_size_limit"):
         return parse_size(raw, what=var)
     if name == "max_buckets":
         if not low.isdigit():
             raise ConfigError(f"{var}={raw!r} is not a positive integer")
+        return int(low)
+    if name == "device_id":
+        if low in ("", "none"):
+            return None
+        if not low.isdigit():
+            raise ConfigError(f"{var}={raw!r} is not a device id (an integer >= 0)")
         return int(low)
     if name == "shape_buckets":
         return _buckets_from_env(var, raw)
@@ -163,6 +179,8 @@ def _check_bool(key: str, v: Any) -> None:
 
 
 def _check_path(key: str, v: Any) -> None:
+    if key == "cache_dir" and v is False:  # the disk cache switched off
+        return
     if v is not None and not isinstance(v, (str, os.PathLike)):
         raise ConfigError(f"npu_inductor option {key}={v!r} must be a path (str or "
                           f"os.PathLike) or None, got {type(v).__name__}")
@@ -178,6 +196,11 @@ def _check_str(key: str, v: Any) -> None:
 def _check_max_buckets(key: str, v: Any) -> None:
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
         raise ConfigError(f"npu_inductor option {key}={v!r} must be a positive int")
+
+
+def _check_device_id(key: str, v: Any) -> None:
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+        raise ConfigError(f"npu_inductor option {key}={v!r} must be None or an int >= 0")
 
 
 def _check_buckets(key: str, v: Any) -> None:
@@ -211,6 +234,7 @@ def _positive_ints(sizes: Any) -> bool:
 _CHECKS: dict[str, Any] = {
     "dump_dir": _check_path, "cache_dir": _check_path, "shape_buckets": _check_buckets,
     "max_buckets": _check_max_buckets, "soc_version": _check_str,
+    "device_id": _check_device_id,
     "exact_above_buckets": _check_bool, "freeze_parameters": _check_bool,
     "fusions": _check_bool, "memory_plan": _check_bool, "verify": _check_bool,
 }
@@ -225,9 +249,13 @@ def _validate(values: dict[str, Any]) -> dict[str, Any]:
     for key, check in _CHECKS.items():
         if key in values:
             check(key, values[key])
-    if "memory_limit" in values:
-        values = {**values, "memory_limit": parse_size(values["memory_limit"],
-                                                       "npu_inductor option memory_limit")}
+    if "soc_version" in values:  # a SoC without a kernel table (dtype gate) is an error
+        from npu_inductor.ge.soc import family
+
+        family(values["soc_version"])
+    for key in ("memory_limit", "cache_size_limit"):
+        if key in values:
+            values = {**values, key: parse_size(values[key], f"npu_inductor option {key}")}
     return values
 
 
@@ -258,6 +286,12 @@ def patch(**overrides: Any) -> Iterator[None]:
         with _LOCK:
             _PATCHED.clear()
             _PATCHED.update(saved)
+
+
+def target_soc(config: NpuConfig) -> str:
+    """The SoC the dtype gate and device rules check against: the option, else the default
+    (the backend fills the option from the acl device's ``aclrtGetSocName`` first)."""
+    return config.soc_version or DEFAULT_SOC_VERSION
 
 
 def replace(config: NpuConfig, **changes: Any) -> NpuConfig:

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from npu_inductor.ge.device_rules import check_graph, input_index_by_name
 from npu_inductor.ge.ir import Graph, OpNode
 from npu_inductor.ge.op_specs import get_spec
 from npu_inductor.runtime.kernels import KERNELS, OUT_KERNELS, RUNTIME, SPECIALIZERS
@@ -38,7 +39,6 @@ from npu_inductor.runtime.memory_plan import (
     PlanStep,
     plan_memory,
 )
-
 
 _SPEC_CONST_MAX = 64  # Const inputs decoded for kernel specialization: shapes, axes, sizes
 
@@ -70,23 +70,20 @@ class Bound:
 
 
 def _arg_layout(op: OpNode, slot_of: dict[str, int]) -> tuple:
-    """Group an op's edge strings by prototype port (dynamic ports become tuples)."""
+    """Group an op's edge strings by prototype port (dynamic ports become tuples), matching
+    inputs by name through the op's port-name maps as GE does."""
     spec = get_spec(op.type)
     data_edges = [e for e in op.inputs if not e.endswith(":-1")]
-    descs = list(op.input_descs)
+    index = input_index_by_name(op)
     args: list[Any] = []
-    pos = 0
     for port in spec.inputs:
         if port.kind == "dynamic":
             group = []
-            while pos < len(descs) and descs[pos].name.startswith(port.name) and \
-                    descs[pos].name[len(port.name):].isdigit():
-                group.append(slot_of[data_edges[pos]])
-                pos += 1
+            while f"{port.name}{len(group)}" in index:
+                group.append(slot_of[data_edges[index[f"{port.name}{len(group)}"]]])
             args.append(tuple(group))
-        elif pos < len(descs) and descs[pos].name == port.name:
-            args.append(None if data_edges[pos] == "" else slot_of[data_edges[pos]])
-            pos += 1
+        elif port.name in index and data_edges[index[port.name]] != "":
+            args.append(slot_of[data_edges[index[port.name]]])
         else:
             args.append(None)
     while args and args[-1] is None:
@@ -122,12 +119,13 @@ class HostModel:
 
     # ---- loading ---------------------------------------------------------------------------
     def _build(self) -> None:
+        check_graph(self.graph)  # refuse what the device refuses (device_rules.py)
         slot_of: dict[str, int] = {}
         raw: list[tuple[OpNode, tuple]] = []
         data_slot: dict[int, int] = {}
         sig_of: dict[int, tuple] = {}
         for op in self.graph.ops:
-            args = () if op.type in ("Data", "Const") else _arg_layout(op, slot_of)
+            args = () if op.type in ("Data", "RefData", "Const") else _arg_layout(op, slot_of)
             if op.type == "NetOutput":
                 edges = [e for e in op.inputs if not e.endswith(":-1")]
                 self.output_slots = tuple(slot_of[e] for e in edges)
@@ -137,7 +135,7 @@ class HostModel:
                 slot_of[f"{op.name}:{k}"] = len(slot_of)
                 d = op.output_descs[k] if k < len(op.output_descs) else None
                 sig_of[len(slot_of) - 1] = (d.dtype, tuple(d.shape)) if d else (None, ())
-            if op.type == "Data":
+            if op.type in ("Data", "RefData"):
                 data_slot[op.attr("index")] = slot_of[f"{op.name}:0"]
             elif op.type == "Const":
                 self.consts[slot_of[f"{op.name}:0"]] = op.attr("value")
@@ -147,11 +145,13 @@ class HostModel:
                                              f"{op.type!r} (op {op.name!r})")
                 raw.append((op, args))
         self.num_slots = len(slot_of)
+        self.slot_of = slot_of  # GE edge "op:index" -> value slot (op-by-op debugging)
         self.data_slots = [data_slot[i] for i in range(len(data_slot))]
         for op, args in raw:
             first = slot_of[f"{op.name}:0"]
             outs = tuple(range(first, first + max(len(op.output_descs), 1)))
-            attrs = {k: _py(a.value) for k, a in op.attrs.items()}
+            attrs = {k: _py(a.value) for k, a in op.attrs.items()
+                     if not k.startswith("_")}  # private GE attrs (port-name maps)
             self.steps.append(Step(op, self._kernel(op, args, attrs), args, attrs, outs,
                                    tuple(sig_of[s] for s in outs)))
         self._produced = {s for st in self.steps for s in st.outs}
