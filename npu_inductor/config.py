@@ -188,9 +188,10 @@ def _check_path(key: str, v: Any) -> None:
         raise ConfigError(f"npu_inductor option {key}={v!r} contains a NUL byte")
 
 
-def _check_str(key: str, v: Any) -> None:
-    if not isinstance(v, str) or not v:
-        raise ConfigError(f"npu_inductor option {key}={v!r} must be a non-empty string")
+def _check_soc(key: str, v: Any) -> None:
+    if v is not None and (not isinstance(v, str) or not v):
+        raise ConfigError(f"npu_inductor option {key}={v!r} must be None or a non-empty "
+                          f"string")
 
 
 def _check_max_buckets(key: str, v: Any) -> None:
@@ -233,10 +234,11 @@ def _positive_ints(sizes: Any) -> bool:
 # option -> check(key, value); the _CHOICES options are checked against their lists
 _CHECKS: dict[str, Any] = {
     "dump_dir": _check_path, "cache_dir": _check_path, "shape_buckets": _check_buckets,
-    "max_buckets": _check_max_buckets, "soc_version": _check_str,
+    "max_buckets": _check_max_buckets, "soc_version": _check_soc,
     "device_id": _check_device_id,
     "exact_above_buckets": _check_bool, "freeze_parameters": _check_bool,
     "fusions": _check_bool, "memory_plan": _check_bool, "verify": _check_bool,
+    "compare": _check_bool,
 }
 
 
@@ -249,7 +251,7 @@ def _validate(values: dict[str, Any]) -> dict[str, Any]:
     for key, check in _CHECKS.items():
         if key in values:
             check(key, values[key])
-    if "soc_version" in values:  # a SoC without a kernel table (dtype gate) is an error
+    if values.get("soc_version") is not None:  # a SoC without a kernel table (dtype gate) is an error
         from npu_inductor.ge.soc import family
 
         family(values["soc_version"])

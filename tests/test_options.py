@@ -37,7 +37,8 @@ BAD_VALUES = [
     ("max_buckets", True, "must be a positive int"),
     ("dump_dir", 3, "must be a path"),
     ("cache_dir", ["a"], "must be a path"),
-    ("soc_version", 910, "must be a non-empty string"),
+    ("soc_version", 910, "must be None or a non-empty string"),
+    ("compare", "on", "must be True or False"),
     ("shape_buckets", [16, 32], "must be None, 'auto' or a dict"),
     ("shape_buckets", {"x": [16, 32]}, "must map an input name or position"),
     ("shape_buckets", {"x": {1: [0, 16]}}, "positive ints"),
@@ -63,7 +64,8 @@ def test_every_option_has_a_value_check():
     # a new option without a check would accept anything (fusions="no" meant True once)
     from npu_inductor.config import _CHECKS, _CHOICES, NpuConfig
 
-    unchecked = set(NpuConfig.keys()) - set(_CHECKS) - set(_CHOICES) - {"memory_limit"}
+    sizes = {"memory_limit", "cache_size_limit"}  # parsed by parse_size
+    unchecked = set(NpuConfig.keys()) - set(_CHECKS) - set(_CHOICES) - sizes
     assert not unchecked, f"options without a value check: {sorted(unchecked)}"
 
 
