@@ -179,7 +179,7 @@ def _check_bool(key: str, v: Any) -> None:
 
 
 def _check_path(key: str, v: Any) -> None:
-    if key == "cache_dir" and v is False:  # the disk cache switched off
+    if key == "cache_dir" and isinstance(v, bool):  # the disk cache off / at its default
         return
     if v is not None and not isinstance(v, (str, os.PathLike)):
         raise ConfigError(f"npu_inductor option {key}={v!r} must be a path (str or "
@@ -251,7 +251,7 @@ def _validate(values: dict[str, Any]) -> dict[str, Any]:
     for key, check in _CHECKS.items():
         if key in values:
             check(key, values[key])
-    if values.get("soc_version") is not None:  # a SoC without a kernel table (dtype gate) is an error
+    if values.get("soc_version") is not None:  # a SoC without a kernel table is an error
         from npu_inductor.ge.soc import family
 
         family(values["soc_version"])

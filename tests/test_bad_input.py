@@ -153,13 +153,18 @@ class OddNames(torch.nn.Module):
 @pytest.mark.parametrize("freeze", [False, True], ids=["params", "frozen"])
 def test_odd_module_and_parameter_names(tmp_path, monkeypatch, freeze):
     monkeypatch.chdir(tmp_path)
-    dump = tmp_path / "dump dir ü'\"$x"
+    dump, cache = tmp_path / "dump dir ü'\"$x", tmp_path / "cache {0} ü'\\"
     model, x = OddNames().eval(), torch.randn(2, 4)
-    compiled = torch.compile(model, backend="npu", options={
-        **STRICT, "dump_dir": str(dump), "freeze_parameters": freeze})
-    with torch.no_grad(), record_graphs() as graphs:
-        torch.testing.assert_close(compiled(x), model(x))
-    assert graphs
+    options = {**STRICT, "dump_dir": str(dump), "cache_dir": str(cache),
+               "freeze_parameters": freeze}
+    for _ in range(2):  # the second compile loads the cache entry the first one wrote
+        torch._dynamo.reset()
+        with torch.no_grad(), record_graphs() as graphs:
+            torch.testing.assert_close(torch.compile(model, backend="npu", options=options)(x),
+                                       model(x))
+        assert graphs
+    entries = list((cache / "entries").iterdir())
+    assert entries and all(re.fullmatch(r"[0-9a-f]{64}\.npuc", p.name) for p in entries)
     assert not (tmp_path / "PWNED").exists()
     files = [p for p in dump.rglob("*") if p.is_file()]
     assert files and all(re.fullmatch(r"[A-Za-z0-9_.\-]+", p.name) for p in files), files
