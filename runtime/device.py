@@ -43,10 +43,10 @@ def check_input(graph: str, index: int, name: str, t: Any, dtype: torch.dtype,
                 shape: tuple[int, ...]) -> None:
     """Raise ``GraphInputError`` unless ``t`` is a host tensor of ``dtype`` whose shape
     matches ``shape`` (-1: any size). Layout does not matter: inputs bind contiguously."""
-    ok = (isinstance(t, torch.Tensor) and t.dtype == dtype and t.device.type == "cpu"
-          and t.dim() == len(shape) and all(d in (-1, n) for d, n in zip(shape, t.shape)))
-    if ok:
-        return
+    if isinstance(t, torch.Tensor) and t.dtype == dtype and t.is_cpu:
+        if t.shape == shape or (t.dim() == len(shape) and all(
+                d in (-1, n) for d, n in zip(shape, t.shape))):
+            return  # (the static case costs one torch.Size == tuple comparison)
     got = (_spec(t.dtype, t.shape, str(t.device)) if isinstance(t, torch.Tensor)
            else type(t).__name__)
     raise GraphInputError(f"GE graph {graph!r} input {index} ({name!r}): compiled for "
