@@ -117,6 +117,17 @@ def _coerce(name: str, raw: str) -> Any:
     return None if low in ("", "none") and default is None else raw
 
 
+def env_bool(var: str, default: bool) -> bool:
+    """A boolean environment variable (unset or empty: ``default``); garbage names it."""
+    low = os.environ.get(var, "").strip().lower()
+    if not low:
+        return default
+    if low not in _TRUE + _FALSE:
+        raise ConfigError(f"{var}={os.environ[var]!r} is not a boolean; use one of "
+                          f"{list(_TRUE)} or {list(_FALSE)}")
+    return low in _TRUE
+
+
 def _buckets_from_env(var: str, raw: str) -> Any:
     low = raw.strip().lower()
     if low in ("", "none"):

@@ -225,3 +225,13 @@ def test_backend_error_message_first_and_frames_trimmed(verbose):
     assert "test_options.py" in str(err.value)  # the user's source line
     # AOTAutograd's frames and ours are cut unless TORCHDYNAMO_VERBOSE asks for them
     assert ("_functorch" in text) is verbose and ("compile_fx.py" in text) is verbose
+
+
+def test_host_codegen_flag_rejects_garbage(monkeypatch):
+    f = torch.compile(lambda x: torch.relu(x) + 1, backend="npu")
+    x = torch.randn(4)
+    monkeypatch.setenv("NPU_INDUCTOR_HOST_CODEGEN", "0")  # the interpreter
+    torch.testing.assert_close(f(x), torch.relu(x) + 1)
+    monkeypatch.setenv("NPU_INDUCTOR_HOST_CODEGEN", "fast")
+    with pytest.raises(ConfigError, match="NPU_INDUCTOR_HOST_CODEGEN='fast' is not a boolean"):
+        f(x)
