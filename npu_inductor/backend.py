@@ -36,6 +36,7 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
     try:
         config = with_device_soc(resolve(options))
         warn_if_name_clash()
+        check_devices(gm, example_inputs)
         dims = find_bucketed_dims(gm, example_inputs, config)
         cached = aot_cache.usable(config, bool(dims))
         # freeze_parameters reads the real weights
@@ -47,6 +48,20 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
         # The message names the option / op / source line; AOTAutograd's and our frames
         # under this one would only bury it (Dynamo already drops the frames above).
         raise e.with_traceback(None)  # noqa: B904 (the same exception, shorter traceback)
+
+
+def check_devices(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> None:
+    """Graph inputs are host tensors (the acl device copies them in): name any that is not."""
+    from npu_inductor.runtime.device import GraphInputError
+
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, x in zip(placeholders, example_inputs):
+        if isinstance(x, torch.Tensor) and x.device.type != "cpu":
+            grapharg = node.meta.get("grapharg")
+            name = grapharg.source.name if grapharg is not None else node.name
+            raise GraphInputError(f"input {name} is a tensor on {x.device}; npu_inductor "
+                                  f"compiles for host (cpu) tensors, which the device binds "
+                                  f"or copies in. Move it with .cpu() before the call.")
 
 
 def with_device_soc(config: NpuConfig) -> NpuConfig:
@@ -67,9 +82,9 @@ def user_errors() -> tuple[type[Exception], ...]:
     from npu_inductor.buckets import BucketError
     from npu_inductor.compile_fx import FallbackError
     from npu_inductor.config import ConfigError
-    from npu_inductor.runtime.device import DeviceError
+    from npu_inductor.runtime.device import DeviceError, GraphInputError
 
-    return (ConfigError, FallbackError, BucketError, AtcError, DeviceError)
+    return (ConfigError, FallbackError, BucketError, AtcError, DeviceError, GraphInputError)
 
 
 def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None,
