@@ -176,12 +176,13 @@ def compile_summary(rows: list[Row]) -> list[str]:
 
 def configure(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
-    if "inductor" in _split(args.compare):  # a fresh cache dir so "cold" really is cold
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="npu_bench_inductor_")
-    # the same for npu_inductor's compile cache (warm processes inherit the folder)
-    folder = tempfile.mkdtemp(prefix="npu_bench_cache_")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    os.environ["NPU_INDUCTOR_CACHE_DIR"] = folder
+    # fresh cache folders so "cold" really is cold: torch's (Inductor's FX graph cache and
+    # the AOTAutograd cache npu_inductor takes part in) and npu_inductor's own; the warm
+    # processes inherit both
+    for var, prefix in (("TORCHINDUCTOR_CACHE_DIR", "npu_bench_torch_"),
+                        ("NPU_INDUCTOR_CACHE_DIR", "npu_bench_cache_")):
+        os.environ[var] = tempfile.mkdtemp(prefix=prefix)
+        atexit.register(shutil.rmtree, os.environ[var], ignore_errors=True)
     if not args.verbose:
         warnings.filterwarnings("ignore")
         logging.getLogger("npu_inductor").setLevel(logging.ERROR)
