@@ -48,6 +48,10 @@ class Row:
     ge_ops: int | None = None  # GE compute ops (no Data/Const/NetOutput) as compiled
     ge_ops_before_fusion: int | None = None  # same model compiled with fusions off
     fallback_ops: int | None = None
+    aicore_ops: int | None = None  # GE ops with an AI Core kernel on the target SoC
+    aicpu_ops: int | None = None  # GE ops that run on AI CPU there (slow, host sync)
+    unproven_ops: int | None = None  # GE ops the SoC kernel table has no evidence for
+    device_rules: int | None = None  # device-rule decisions that changed the lowering
     planned_workspace: float | None = None  # MB, static memory plan (issue 6)
     workspace_lower_bound: float | None = None  # MB
     workspace_ratio: float | None = None  # planned / lower bound

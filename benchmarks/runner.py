@@ -322,6 +322,8 @@ def _fill_stats(row: Row, stats: CompileStats) -> None:
     row.graphs, row.graph_breaks = stats.graphs, stats.graph_breaks
     row.ge_graphs, row.ge_ops, row.fallback_ops = stats.ge_graphs, stats.ge_ops, stats.fallback_ops
     row.backend_compile_s = stats.backend_compile_s
+    row.aicore_ops, row.aicpu_ops = stats.aicore_ops, stats.aicpu_ops
+    row.unproven_ops, row.device_rules = stats.unproven_ops, stats.device_rules
     row.cache_hits, row.cache_misses = stats.cache_hits, stats.cache_misses
     row.planned_workspace = to_mb(stats.planned_workspace)
     row.workspace_lower_bound = to_mb(stats.workspace_lower_bound)

@@ -31,6 +31,7 @@ from npu_inductor.graph_passes.fuse_matmul import fuse_matmul
 from npu_inductor.graph_passes.fuse_rms_norm import fuse_add_rms_norm, fuse_rms_norm
 from npu_inductor.graph_passes.fuse_rotary import fuse_rotary
 from npu_inductor.graph_passes.fuse_swiglu import fuse_swiglu
+from npu_inductor.graph_passes.input_writes import place_input_writes
 from npu_inductor.graph_passes.noop import remove_noops
 from npu_inductor.graph_passes.report import fusion_report
 from npu_inductor.graph_passes.verify import GraphVerificationError, verify
@@ -62,6 +63,7 @@ PASSES: list[Pass] = [
     remove_noops,
     cse,  # fusions insert identical views (cos/sin per layer)
     dce,
+    place_input_writes,  # last: each copy_ into an input right where its value is ready
 ]
 
 _GRAPH_IDS = itertools.count()

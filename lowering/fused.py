@@ -73,7 +73,7 @@ def flash_attention(ctx, query, key, value, mask, scale, causal, layout):
     atten_mask = None
     tokens = {"pre_tokens": ALL_TOKENS, "next_tokens": ALL_TOKENS, "sparse_mode": 0}
     if causal:  # 1 = masked; next_tokens=0 states the same band
-        atten_mask = upper_mask(ctx, sq, skv, dtype=query.dtype, suffix="causal_mask")
+        atten_mask = upper_mask(ctx, sq, skv, suffix="causal_mask")  # bool: every dtype
         tokens["next_tokens"] = 0
     return ctx.op("PromptFlashAttention", [query, key, value, pse, atten_mask],
                   {**common, **tokens})

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import operator
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.node import map_arg
 
-from npu_inductor.config import NpuConfig
+from npu_inductor.config import NpuConfig, target_soc
 from npu_inductor.ge.ir import Graph, GraphBuilder, Value
+from npu_inductor.ge.soc import Decision
 from npu_inductor.lowering.context import LoweringContext, static_shape
+from npu_inductor.lowering.inplace import writes_input
 from npu_inductor.lowering.registry import bind, lookup, refusal
 
 
@@ -42,6 +44,10 @@ class LoweredGraph:
     graph: Graph
     data_inputs: tuple[int, ...]  # FX placeholder positions feeding Data 0..n-1
     outputs: tuple[OutputSlot, ...]
+    decisions: tuple[Decision, ...] = ()  # device rules that changed the lowering
+    soc: str | None = None  # the SoC version the graph was dtype-gated for
+    # FX node name -> the GE edge (``"op:index"``) holding its value (debug.compare)
+    fx_edges: dict[str, str] = field(default_factory=dict)
 
 
 def source_line(node: torch.fx.Node) -> str:
@@ -76,7 +82,7 @@ def try_lower(gm: torch.fx.GraphModule, name: str,
 
 def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
                  failures: dict[str, str] | None) -> LoweredGraph:
-    builder = GraphBuilder(name)
+    builder = GraphBuilder(name, target_soc(config))
     ctx = LoweringContext(builder, config)
     env: dict[torch.fx.Node, Any] = {}
     ctx.env = env  # symbolic sizes are read from the graph inputs (lowering/symbolic.py)
@@ -93,7 +99,8 @@ def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
                 env[node] = builder.const(torch.empty(0), node.name)
             elif isinstance(val, torch.Tensor) and node.users:  # frozen params have none
                 data_inputs.append(position)
-                env[node] = builder.data(val.dtype, static_shape(val.shape), node.name)
+                ref = config.shape_buckets is None and any(writes_input(u) for u in node.users)
+                env[node] = builder.data(val.dtype, static_shape(val.shape), node.name, ref)
             elif isinstance(val, torch.SymInt) and node.users:  # a size: 0-d int64 input
                 data_inputs.append(position)
                 env[node] = builder.data(torch.int64, (), node.name)
@@ -107,7 +114,10 @@ def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
             env[node] = _lower_node(ctx, node, env)
         else:
             env[node] = _lower_or_stand_in(ctx, node, env, failures)
-    return LoweredGraph(builder.build(), tuple(data_inputs), outputs)
+    fx_edges = {n.name: v.edge for n, v in env.items()
+                if n.op == "call_function" and isinstance(v, Value)}
+    return LoweredGraph(builder.build(), tuple(data_inputs), outputs, tuple(ctx.decisions),
+                        target_soc(config), fx_edges)
 
 
 def _effect_token(node: torch.fx.Node) -> bool:

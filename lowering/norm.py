@@ -159,11 +159,23 @@ def batch_norm_backward(ctx, grad_out, input, weight, running_mean, running_var,
     return tuple(v if keep else None for v, keep in zip((dx, dw, db), output_mask))
 
 
+def _int32_dims(ctx: LoweringContext, sizes) -> Value:
+    if all(isinstance(d, int) for d in sizes):
+        return ctx.const(torch.tensor(list(sizes), dtype=torch.int32), torch.int32,
+                         "normalized_shape")
+    return cast(ctx, int_list(ctx, sizes, "normalized_shape"), torch.int32)
+
+
 @register(aten.native_layer_norm.default)
 def native_layer_norm(ctx, input, normalized_shape, weight, bias, eps):
     """native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""  # noqa: E501
-    return ctx.op("LayerNormV4", [input, int_list(ctx, normalized_shape, "normalized_shape"),
-                                  weight, bias], {"epsilon": float(eps)})
+    # the 910B kernel takes normalized_shape as int32 and returns mean/rstd in float32
+    dims = _int32_dims(ctx, normalized_shape)
+    (y, y_shape), (stat, stat_shape), _ = ctx.out_specs()
+    y, mean, rstd = ctx.op("LayerNormV4", [input, dims, weight, bias], {"epsilon": float(eps)},
+                           out=[(y, y_shape), (torch.float32, stat_shape),
+                                (torch.float32, stat_shape)])
+    return y, cast(ctx, mean, stat), cast(ctx, rstd, stat)
 
 
 @register(aten.native_layer_norm_backward.default)
@@ -173,7 +185,8 @@ def native_layer_norm_backward(ctx, grad_out, input, normalized_shape, mean, rst
     shape = tuple(normalized_shape)
     gamma = _or_fill(ctx, weight, 1.0, shape, input.dtype)
     outs = [(input.dtype, input.shape), (gamma.dtype, shape), (gamma.dtype, shape)]
-    r = ctx.op("LayerNormGradV3", [grad_out, input, rstd, mean, gamma], out=outs)
+    stats = [cast(ctx, v, torch.float32) for v in (rstd, mean)]  # 910B: float32 statistics
+    r = ctx.op("LayerNormGradV3", [grad_out, input, *stats, gamma], out=outs)
     return tuple(v if keep else None for v, keep in zip(r, output_mask))
 
 

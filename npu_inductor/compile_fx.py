@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import re
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -26,6 +27,7 @@ from npu_inductor.atc import compile_om
 from npu_inductor.cache_key import cache_key
 from npu_inductor.config import NpuConfig
 from npu_inductor.ge import format_graph, from_air, to_air, to_pbtxt
+from npu_inductor.gears import current_plan, gear_plan
 from npu_inductor.graph_passes import run_passes
 from npu_inductor.graph_passes.partition import Fallback, fallbacks, split
 from npu_inductor.lowering import LoweredGraph, LoweringError, lower_graph
@@ -78,8 +80,11 @@ class CompiledGraph:
     executor: Any
     air: bytes
     om: bytes | None = None  # ATC's model (acl device)
+    checker: Callable[[list[Any]], None] | None = None  # options compare=True (debug.py)
 
     def __call__(self, args: list[Any]) -> list[Any]:
+        if self.checker is not None:
+            self.checker(args)
         ge_outs = self.executor.run([_as_tensor(args[i]) for i in self.lowered.data_inputs])
         outs = []
         for slot in self.lowered.outputs:
@@ -109,6 +114,7 @@ class GraphReport:
     ge_graphs: list[CompiledGraph] = field(default_factory=list)
     fallbacks: list[Fallback] = field(default_factory=list)
     module: torch.fx.GraphModule | None = None  # top level when partitioned
+    decisions: list[Any] = field(default_factory=list)  # device rules the FX passes applied
     failures: dict[str, str] = field(default_factory=dict)  # FX node -> why it runs eager
     cache: str = "off"  # compile cache: "hit" | "miss" | "off" (see npu_inductor/cache.py)
 
@@ -156,7 +162,7 @@ def _compile(gm: torch.fx.GraphModule, config: NpuConfig, kind: str) -> Any:
     name = f"{kind}_{next(_GRAPH_IDS)}"
     before = gm.print_readable(print_output=False) if config.dump_dir else None
     gm = run_passes(gm, config, name=name)
-    report = GraphReport(name, kind)
+    report = GraphReport(name, kind, decisions=list(gm.meta.get("device_decisions", [])))
     lookup = _cache_lookup(gm, config, report)
     runner = _from_cache(gm, lookup, report, config, before) if lookup else None
     if runner is None:
@@ -164,7 +170,8 @@ def _compile(gm: torch.fx.GraphModule, config: NpuConfig, kind: str) -> Any:
         if lowered is not None:  # fast path: the whole graph is one GE graph
             runner = _compile_whole(gm, lowered, report, config, before)
         else:
-            runner = _compile_partitioned(gm, report, failures, config, before)
+            with gear_plan(None):  # gears name the whole graph's inputs, not a partition's
+                runner = _compile_partitioned(gm, report, failures, config, before)
         if lookup:
             _cache_store(lookup, report, config)
     if lookup and report.module is None and len(report.ge_graphs) == 1 and (
@@ -193,6 +200,10 @@ def _load(lowered: LoweredGraph, config: NpuConfig, fx_before: str | None,
     compiled.name = name or compiled.name
     verb = "loaded cached" if cached else "compiled"
     log.info("%s GE graph %s: %d ops", verb, compiled.name, len(lowered.graph.ops))
+    if config.compare:
+        from npu_inductor.debug import checker  # debugging only: FX eager next to GE
+
+        compiled.checker = checker(gm, compiled)
     for hook in COMPILE_HOOKS:
         hook(compiled)
     if config.dump_dir:
@@ -275,7 +286,22 @@ def _warn_fallbacks(report: GraphReport) -> None:
         log.info(msg)  # every time; the warning (printed by default) only once per op type
         if target not in _WARNED:
             _WARNED.add(target)
-            warnings.warn(msg, stacklevel=2)
+            _warn_at(msg, first.source)
+
+
+class FallbackWarning(UserWarning):
+    """Ops of a graph run in eager (``fallback="eager"``); filter with this category."""
+
+
+_SOURCE = re.compile(r"(?P<file>.+):(?P<line>\d+) in ")
+
+
+def _warn_at(msg: str, source: str) -> None:
+    """Warn at the user's source line (``path:line in fn: code``): Dynamo's frames sit
+    between the user and the compiler, so no ``stacklevel`` reaches the user's line."""
+    m = _SOURCE.match(source)
+    filename, lineno = (m["file"], int(m["line"])) if m else ("<npu_inductor>", 0)
+    warnings.warn_explicit(msg, FallbackWarning, filename, lineno, module="npu_inductor")
 
 
 def reset_fallback_warnings() -> None:
@@ -300,11 +326,14 @@ def load_graph(lowered: LoweredGraph, config: NpuConfig,
                cached: cache.CachedGraph | None = None) -> CompiledGraph:
     """Serialize ``lowered`` and load it on the configured device through its executor
     (``cached``: the .air, executor source and .om a cache entry holds for it)."""
-    device = get_device(config.device)
+    device = get_device(config.device, config.device_id)
+    plan = current_plan() if device.kind == "acl" else None
+    gears = plan.gears_for(lowered.graph, lowered.data_inputs) if plan else None
     if cached is None:
         air = to_air(lowered.graph)
-        source = codegen.executor_source(lowered.graph, device.kind)
-        om = compile_om(lowered.graph, air, config) if device.kind == "acl" else None
+        source = codegen.executor_source(lowered.graph, device.kind, gears)
+        om = (compile_om(lowered.graph, air, config, device.soc_name, gears)
+              if device.kind == "acl" else None)
     else:
         air, source, om = cached.air, cached.source, cached.om
     module = codegen.load_executor(source, lowered.graph.name)
@@ -341,6 +370,8 @@ class _Lookup:
 def _cache_lookup(gm: torch.fx.GraphModule, config: NpuConfig,
                   report: GraphReport) -> _Lookup | None:
     """The cache entry for ``gm`` (None when the cache is off)."""
+    if config.compare:  # the bisector needs the lowering's FX -> GE map, entries hold none
+        return None
     root = cache.cache_root(config)
     if root is None or not cache.prepare_root(root):
         return None

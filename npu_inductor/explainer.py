@@ -2,6 +2,7 @@
 ``fn``: Dynamo graph breaks with reasons, the GE graphs with op counts by GE type, and the
 ops that fall back to eager with reasons.
 
+A last section reports the GE graphs on the target SoC (``device_report``).
 ``fn`` runs twice: once under ``torch._dynamo.explain`` (graph breaks), once compiled with
 this backend (GE graphs and fallbacks). Like ``torch._dynamo.explain``, it resets Dynamo
 before and after, so earlier compiled code recompiles on its next call.
@@ -19,6 +20,8 @@ import torch
 from npu_inductor.buckets import REPORTS as bucket_reports
 from npu_inductor.buckets import BucketReport
 from npu_inductor.compile_fx import GraphReport, quiet_fallbacks, record_reports
+from npu_inductor.config import resolve, target_soc
+from npu_inductor.device_rules_report import DeviceReport, from_reports
 from npu_inductor.graph_passes.partition import Fallback
 
 
@@ -48,6 +51,7 @@ class ExplainReport:
     ge_graphs: list[GEGraphSummary] = field(default_factory=list)
     fallbacks: list[Fallback] = field(default_factory=list)
     buckets: list[BucketReport] = field(default_factory=list)
+    device: DeviceReport | None = None  # ops by kernel kind on the target SoC, device rules
     cache_hits: int = 0  # FX graphs loaded from the compile cache (npu_inductor/cache.py)
     cache_misses: int = 0  # FX graphs compiled and stored
 
@@ -58,7 +62,10 @@ class ExplainReport:
 
     def __str__(self) -> str:
         return "\n".join([*self._dynamo_lines(), *self._ge_lines(), *self._fallback_lines(),
-                          *self._bucket_lines()])
+                          *self._bucket_lines(), *self._device_lines()])
+
+    def _device_lines(self) -> list[str]:
+        return str(self.device).splitlines() if self.device is not None else []
 
     def _dynamo_lines(self) -> list[str]:
         lines = [f"Dynamo graphs: {self.dynamo_graph_count}",
@@ -103,7 +110,7 @@ def _summaries(reports: list[GraphReport]) -> list[GEGraphSummary]:
 
 
 def _op_counts(graph: Any) -> dict[str, int]:
-    skip = {"Data", "NetOutput"}  # graph plumbing, not work
+    skip = {"Data", "RefData", "NetOutput"}  # graph plumbing, not work
     return dict(Counter(op.type for op in graph.ops if op.type not in skip))
 
 
@@ -132,4 +139,5 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
     report.cache_hits = sum(r.cache == "hit" for r in reports)
     report.cache_misses = sum(r.cache == "miss" for r in reports)
     report.buckets = bucket_reports[first_bucket_report:]
+    report.device = from_reports(reports, target_soc(resolve({"fallback": "eager"})))
     return report

@@ -125,7 +125,7 @@ class HostModel:
         data_slot: dict[int, int] = {}
         sig_of: dict[int, tuple] = {}
         for op in self.graph.ops:
-            args = () if op.type in ("Data", "Const") else _arg_layout(op, slot_of)
+            args = () if op.type in ("Data", "RefData", "Const") else _arg_layout(op, slot_of)
             if op.type == "NetOutput":
                 edges = [e for e in op.inputs if not e.endswith(":-1")]
                 self.output_slots = tuple(slot_of[e] for e in edges)
@@ -135,7 +135,7 @@ class HostModel:
                 slot_of[f"{op.name}:{k}"] = len(slot_of)
                 d = op.output_descs[k] if k < len(op.output_descs) else None
                 sig_of[len(slot_of) - 1] = (d.dtype, tuple(d.shape)) if d else (None, ())
-            if op.type == "Data":
+            if op.type in ("Data", "RefData"):
                 data_slot[op.attr("index")] = slot_of[f"{op.name}:0"]
             elif op.type == "Const":
                 self.consts[slot_of[f"{op.name}:0"]] = op.attr("value")
@@ -145,6 +145,7 @@ class HostModel:
                                              f"{op.type!r} (op {op.name!r})")
                 raw.append((op, args))
         self.num_slots = len(slot_of)
+        self.slot_of = slot_of  # GE edge "op:index" -> value slot (op-by-op debugging)
         self.data_slots = [data_slot[i] for i in range(len(data_slot))]
         for op, args in raw:
             first = slot_of[f"{op.name}:0"]
@@ -224,6 +225,8 @@ class HostModel:
 
     def _execute(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         if self.plan is None or self.allocator is None:
+            if getattr(self.allocator, "limit", None) is not None:
+                return self._run_accounted(inputs)
             return self._run(inputs, {}, None)
         addr = self.allocator.malloc(self.plan.workspace_bytes)
         try:
@@ -253,6 +256,11 @@ class HostModel:
             self._codegen = gen = (self.bound, fast is not None, fast)
         if gen[2] is not None:
             return gen[2](inputs, views, ws)
+        return self._interpret(inputs, views, ws)
+
+    def _interpret(self, inputs: Sequence[torch.Tensor], views: dict[int, torch.Tensor],
+                   ws: torch.Tensor | None, account: _Accounting | None = None
+                   ) -> list[torch.Tensor]:
         vals: list[Any] = [None] * self.num_slots
         for slot, t in self.consts.items():
             vals[slot] = t
@@ -266,9 +274,22 @@ class HostModel:
                 op = b.step.op
                 raise HostExecutionError(f"GE op {op.name!r} ({op.type}) failed on the host "
                                          f"device: {type(e).__name__}: {e}") from e
+            if account is not None:
+                account.track(b, vals)
             for s in b.frees:
+                if account is not None:
+                    account.release(s)
                 vals[s] = None
         return self._outputs(vals)
+
+    def _run_accounted(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Without a static plan, under a memory limit: every intermediate's bytes are taken
+        from the caching allocator while it lives, so the limit holds (interpreted run)."""
+        account = _Accounting(self.allocator, [*inputs, *self.consts.values()])
+        try:
+            return self._interpret(inputs, {}, None, account)
+        finally:
+            account.close()
 
     def _outputs(self, vals: list[Any]) -> list[torch.Tensor]:
         produced = self._produced
@@ -290,6 +311,55 @@ class HostModel:
         for b in data["buffers"]:
             b["tensors"] = [names[s] for s in b["slots"]]
         return {"graph": self.graph.name, "planned": True, **data}
+
+
+class _Accounting:
+    """Intermediates of an unplanned run held as allocator blocks (one per storage)."""
+
+    def __init__(self, allocator: Any, external: Sequence[torch.Tensor]) -> None:
+        self.allocator = allocator
+        self.external = {t.untyped_storage().data_ptr() for t in external
+                         if isinstance(t, torch.Tensor)}
+        self.blocks: dict[int, list[int]] = {}  # storage ptr -> [block address, slot refs]
+        self.slot_storage: dict[int, int] = {}
+
+    def track(self, b: Bound, vals: list[Any]) -> None:
+        for s, dest in zip(b.step.outs, b.dests):
+            t = vals[s]
+            if dest[0] != "keep" or not isinstance(t, torch.Tensor):
+                continue
+            storage = t.untyped_storage()
+            key = storage.data_ptr()
+            if key in self.external or storage.nbytes() == 0:
+                continue
+            if key not in self.blocks:
+                self.blocks[key] = [self._malloc(b, storage.nbytes()), 0]
+            self.blocks[key][1] += 1
+            self.slot_storage[s] = key
+
+    def _malloc(self, b: Bound, nbytes: int) -> int:
+        from npu_inductor.runtime.allocator import NpuOutOfMemoryError
+
+        try:
+            return self.allocator.malloc(nbytes)
+        except NpuOutOfMemoryError as e:
+            op = b.step.op
+            raise NpuOutOfMemoryError(f"GE op {op.name!r} ({op.type}) of graph without a "
+                                      f"static memory plan: {e}") from None
+
+    def release(self, slot: int) -> None:
+        key = self.slot_storage.pop(slot, None)
+        if key is None:
+            return
+        block = self.blocks[key]
+        block[1] -= 1
+        if block[1] == 0:
+            self.allocator.free(self.blocks.pop(key)[0])
+
+    def close(self) -> None:
+        for addr, _ in self.blocks.values():
+            self.allocator.free(addr)
+        self.blocks.clear()
 
 
 def _can_out(st: Step) -> bool:

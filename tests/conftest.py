@@ -14,3 +14,12 @@ os.environ["NPU_INDUCTOR_CACHE_DIR"] = "off"
 def _fresh_dynamo():
     torch._dynamo.reset()
     yield
+
+
+@pytest.fixture(autouse=True)
+def _host_device_unless_asked():
+    # tests run on the host device unless they ask for acl (options={"device": "acl"})
+    from npu_inductor import config
+
+    with config.patch(device="host"):
+        yield

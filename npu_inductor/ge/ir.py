@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from npu_inductor.ge import op_specs
+from npu_inductor.ge import soc as kernels
 from npu_inductor.ge.op_specs import OpSpecError
 
 DYNAMIC_DIM = -1
@@ -77,7 +78,8 @@ class Graph:
     attrs: dict[str, Attr] = field(default_factory=dict)
 
     def data_ops(self) -> list[OpNode]:
-        return sorted((op for op in self.ops if op.type == "Data"), key=lambda o: o.attr("index"))
+        return sorted((op for op in self.ops if op.type in DATA_TYPES),
+                      key=lambda o: o.attr("index"))
 
     def net_output(self) -> OpNode:
         return next(op for op in self.ops if op.type == "NetOutput")
@@ -116,15 +118,21 @@ def sanitize_name(name: str) -> str:
     return _NAME_OK.sub("_", name) or "op"
 
 
+# Graph inputs: ``Data``, and ``RefData`` for an input the graph writes in place (``Assign``).
+DATA_TYPES = ("Data", "RefData")
+
+
 class GraphBuilder:
     """Builds a ``Graph`` op by op, checking each op against its prototype."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, soc: str | None = None) -> None:
         self.name = sanitize_name(name)
+        self.soc = soc  # target SoC version: ops are dtype-gated against its kernels
         self._ops: list[OpNode] = []
         self._names: dict[str, int] = {}
         self._num_data = 0
         self._has_output = False
+        self.side_effects: list[str] = []  # ops NetOutput keeps alive by control edges
 
     def unique(self, base: str) -> str:
         """A graph-unique op name derived from ``base`` (``base``, ``base_1``, ...)."""
@@ -137,12 +145,15 @@ class GraphBuilder:
         self._names.setdefault(name, 0)
         return name
 
-    def data(self, dtype: torch.dtype, shape: Sequence[int], name: str) -> Value:
+    def data(self, dtype: torch.dtype, shape: Sequence[int], name: str,
+             ref: bool = False) -> Value:
+        """A graph input (``RefData`` with ``ref``: the graph may write it in place)."""
         desc_shape = tuple(int(d) for d in shape)
         index = self._num_data
         self._num_data += 1
-        op = _node(self.unique(name), "Data", (), {"index": Attr("Int", index)},
-                   (TensorDesc("x", dtype, desc_shape),), (TensorDesc("y", dtype, desc_shape),))
+        op = _node(self.unique(name), "RefData" if ref else "Data", (),
+                   {"index": Attr("Int", index)}, (TensorDesc("x", dtype, desc_shape),),
+                   (TensorDesc("y", dtype, desc_shape),))
         self._ops.append(op)
         return Value(op.name, 0, dtype, desc_shape)
 
@@ -172,6 +183,7 @@ class GraphBuilder:
         if layout is not None:
             descs, out_descs = _with_layout(descs, layout[0], layout[2]), \
                 _with_layout(out_descs, layout[1], layout[2])
+        self._gate(op_type, name, descs, out_descs)
         node = _node(self.unique(name), op_type, tuple(edges), typed, tuple(descs), out_descs)
         self._ops.append(node)
         return tuple(Value(node.name, i, d.dtype, d.shape) for i, d in enumerate(out_descs))
@@ -201,6 +213,23 @@ class GraphBuilder:
                 descs.append(TensorDesc(port.name, given.dtype, given.shape))
         return _trim_unfed(edges, descs)
 
+    def _gate(self, op_type: str, name: str, descs: Sequence[TensorDesc],
+              out_descs: Sequence[TensorDesc]) -> str | None:
+        """The op's kernel kind on ``self.soc`` (None: ungated); raises
+        ``DeviceDtypeError`` when the SoC has no kernel for it."""
+        if self.soc is None:
+            return None
+        ports = kernels.Ports.of({d.name: d.dtype for d in descs if not d.unfed},
+                                 {d.name: d.dtype for d in out_descs})
+        return kernels.classify(op_type, ports, self.soc, name)
+
+    def kernel_kind(self, op_type: str, inputs: Sequence[Value | Sequence[Value] | None],
+                    outputs: Sequence[OutSpec], name: str = "?") -> str | None:
+        """What ``op`` would classify the op as, without adding it."""
+        spec = op_specs.get_spec(op_type)
+        _, descs = self._wire_inputs(spec, list(inputs))
+        return self._gate(op_type, name, descs, self._out_descs(spec, outputs))
+
     @staticmethod
     def _out_descs(spec: op_specs.OpSpec, outputs: Sequence[OutSpec]) -> tuple[TensorDesc, ...]:
         ports = spec.outputs
@@ -215,6 +244,10 @@ class GraphBuilder:
         return tuple(TensorDesc(n, dt, tuple(int(d) for d in shape))
                      for n, (dt, shape) in zip(names, outputs))
 
+    def op_type(self, name: str) -> str | None:
+        """The type of the op named ``name`` (None when there is none)."""
+        return next((op.type for op in self._ops if op.name == name), None)
+
     @property
     def last_op(self) -> str:
         """The name of the op added last (the source of a control edge)."""
@@ -225,8 +258,8 @@ class GraphBuilder:
             raise OpSpecError("graph already has a NetOutput")
         self._has_output = True
         descs = tuple(TensorDesc(f"input{k}", v.dtype, v.shape) for k, v in enumerate(values))
-        self._ops.append(_node(self.unique("NetOutput"), "NetOutput",
-                               tuple(v.edge for v in values), {}, descs, ()))
+        edges = tuple(v.edge for v in values) + tuple(f"{c}:-1" for c in self.side_effects)
+        self._ops.append(_node(self.unique("NetOutput"), "NetOutput", edges, {}, descs, ()))
 
     def build(self, attrs: dict[str, Attr] | None = None) -> Graph:
         """The finished graph, checked against the device rules (``DeviceRuleError``)."""

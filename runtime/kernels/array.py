@@ -191,3 +191,12 @@ def tril(x, diagonal=0):
 @kernel("Triu")
 def triu(x, diagonal=0):
     return torch.triu(x, diagonal)
+
+
+@kernel("Assign")
+def assign(ref, value, validate_shape=True, use_locking=False):
+    """Writes ``value`` into ``ref`` (a ``RefData`` input: the caller's own memory)."""
+    if validate_shape and tuple(ref.shape) != tuple(value.shape):
+        raise ValueError(f"Assign: value shape {tuple(value.shape)} != ref shape "
+                         f"{tuple(ref.shape)}")
+    return ref.copy_(value)

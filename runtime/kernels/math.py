@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from npu_inductor.runtime.kernels import kernel
@@ -20,7 +22,7 @@ def _specialize_matmul(consts, attrs):
     return matmul_2d
 
 
-@kernel("MatMulV2", "MatMul", out=True, specialize=_specialize_matmul)
+@kernel("MatMulV2", out=True, specialize=_specialize_matmul)
 def matmul(x1, x2, bias=None, offset_w=None, transpose_x1=False, transpose_x2=False, offset_x=0,
            out=None):
     flags = {"transpose_x1": transpose_x1, "transpose_x2": transpose_x2}
@@ -38,14 +40,16 @@ def _specialize_batch_matmul(consts, attrs):
         if bias is None:
             return torch.matmul(a, b, out=out)
         if b.dim() == 2 and bias.dim() <= 1 and out is not None and a.dim() >= 2:
-            torch.addmm(bias, a.reshape(-1, a.shape[-1]), b, out=out.view(-1, b.shape[-1]))
+            rows = math.prod(a.shape[:-1])  # explicit: -1 is ambiguous for 0-size dims
+            torch.addmm(bias, a.reshape(rows, a.shape[-1]), b,
+                        out=out.view(rows, b.shape[-1]))
             return out
         y = torch.matmul(a, b, out=out)
         return y.add_(bias) if out is not None else y + bias
     return batch_matmul_2d
 
 
-@kernel("BatchMatMulV2", "BatchMatMul", out=True, specialize=_specialize_batch_matmul)
+@kernel("BatchMatMulV2", out=True, specialize=_specialize_batch_matmul)
 def batch_matmul(x1, x2, bias=None, offset_w=None, adj_x1=False, adj_x2=False, offset_x=0,
                  out=None):
     flags = {"adj_x1": adj_x1, "adj_x2": adj_x2}
