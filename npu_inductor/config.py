@@ -250,10 +250,13 @@ def _validate(values: dict[str, Any]) -> dict[str, Any]:
     for key, check in _CHECKS.items():
         if key in values:
             check(key, values[key])
-    if "soc_version" in values:  # a SoC without a kernel table (dtype gate) is an error
-        from npu_inductor.ge.soc import family
+    if values.get("soc_version") is not None:  # no kernel table (dtype gate): an error
+        from npu_inductor.ge.soc import UnknownSocError, family
 
-        family(values["soc_version"])
+        try:
+            family(values["soc_version"])
+        except UnknownSocError as e:
+            raise ConfigError(str(e)) from None
     for key in ("memory_limit", "cache_size_limit"):
         if key in values:
             values = {**values, key: parse_size(values[key], f"npu_inductor option {key}")}

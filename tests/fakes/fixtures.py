@@ -38,7 +38,7 @@ def env_for_workers(tmp: Path) -> dict[str, str]:
 def _clear_device_cache() -> None:
     from npu_inductor.runtime import device
 
-    device._device.cache_clear()  # the process-wide devices (get_device)
+    device._device.cache_clear()  # the process-wide devices: a fresh AclDevice per test
 
 
 @pytest.fixture
