@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import argparse
-import atexit
 import contextlib
 import logging
 import os
@@ -176,16 +175,31 @@ def compile_summary(rows: list[Row]) -> list[str]:
 
 def configure(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
-    if "inductor" in _split(args.compare):  # a fresh cache dir so "cold" really is cold
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="npu_bench_inductor_")
-    # the same for npu_inductor's compile cache (warm processes inherit the folder)
-    folder = tempfile.mkdtemp(prefix="npu_bench_cache_")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    os.environ["NPU_INDUCTOR_CACHE_DIR"] = folder
     if not args.verbose:
         warnings.filterwarnings("ignore")
         logging.getLogger("npu_inductor").setLevel(logging.ERROR)
         logging.getLogger("torch").setLevel(logging.ERROR)
+
+
+@contextlib.contextmanager
+def fresh_caches() -> Iterator[None]:
+    """Empty cache folders for the run, so "cold" really is cold: torch's (Inductor's FX
+    graph cache, the AOTAutograd cache npu_inductor takes part in) and npu_inductor's own.
+    The warm processes inherit them; the environment is restored afterwards."""
+    names = ("TORCHINDUCTOR_CACHE_DIR", "NPU_INDUCTOR_CACHE_DIR")
+    saved = {k: os.environ.get(k) for k in names}
+    folders = [tempfile.mkdtemp(prefix="npu_bench_cache_") for _ in names]
+    os.environ.update(zip(names, folders))
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,14 +215,15 @@ def main(argv: list[str] | None = None) -> int:
     for message in messages:
         print(message, flush=True)
     start = time.perf_counter()
-    rows = run_all(args, settings, models, modes)
-    report.print_table(rows, machine)
-    summary = compile_summary(rows)
-    print("\n".join(summary + [f"total wall time {time.perf_counter() - start:.1f} s"]))
-    if args.profile_compile:
-        from npu_inductor.benchmarks.profile_compile import profile_models
+    with fresh_caches():
+        rows = run_all(args, settings, models, modes)
+        report.print_table(rows, machine)
+        summary = compile_summary(rows)
+        print("\n".join(summary + [f"total wall time {time.perf_counter() - start:.1f} s"]))
+        if args.profile_compile:
+            from npu_inductor.benchmarks.profile_compile import profile_models
 
-        print(profile_models(models, modes, settings, args.out))
+            print(profile_models(models, modes, settings, args.out))
     if args.out:
         meta = {"machine": machine, "command": "npu-bench " + " ".join(sys.argv[1:]),
                 "settings": {**vars(args), "out": str(args.out)}, "notes": NOTES,

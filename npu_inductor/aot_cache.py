@@ -78,7 +78,7 @@ class NpuOutputCode(OutputCode):
 def _device_kind(config: NpuConfig) -> str:
     from npu_inductor import compile_fx  # the device the compiler loads graphs on
 
-    return compile_fx.get_device(config.device).kind
+    return compile_fx.get_device(config.device, config.device_id).kind
 
 
 def usable(config: NpuConfig, bucketed: bool) -> bool:

@@ -1,7 +1,8 @@
 """The compile cache's key: a stable hash of everything that decides a compiled GE graph.
 
 Parts: the post-pass FX graph in a canonical form (its Python code, the dtype/shape/stride
-of every node's value, symbolic sizes by expression, the bytes of every constant it holds),
+of its inputs' and outputs' values, symbolic sizes by expression, the bytes of every
+constant it holds),
 the options that change the result, the device kind and SoC, and the versions of
 npu_inductor (a hash of its source files, so an edited converter never reuses a stale
 entry), torch and, on the acl device, CANN. The graph's name (``inference_3``) is not
@@ -51,11 +52,13 @@ def _tensor_digest(t: torch.Tensor) -> str:
 
 
 def graph_digest(gm: torch.fx.GraphModule) -> str:
-    """sha256 of ``gm``'s canonical form (code, node values, constants' bytes)."""
+    """sha256 of ``gm``'s canonical form: its code, the inputs' and outputs' values (the
+    values in between follow from them and the code), constants' bytes."""
     h = hashlib.sha256(gm.code.encode())
     for node in gm.graph.nodes:
-        h.update(f"\n{node.name}:{_spec(node.meta.get('val'))}".encode())
-        if node.op == "get_attr":
+        if node.op in ("placeholder", "output"):
+            h.update(f"\n{node.name}:{_spec(node.meta.get('val'))}".encode())
+        elif node.op == "get_attr":
             value = operator.attrgetter(node.target)(gm)
             digest = _tensor_digest(value) if isinstance(value, torch.Tensor) else repr(value)
             h.update(f"={digest}".encode())

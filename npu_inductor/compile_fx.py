@@ -375,7 +375,7 @@ def _cache_lookup(gm: torch.fx.GraphModule, config: NpuConfig,
     root = cache.cache_root(config)
     if root is None or not cache.prepare_root(root):
         return None
-    key = cache_key(gm, config, get_device(config.device).kind)
+    key = cache_key(gm, config, get_device(config.device, config.device_id).kind)
     entry = cache.load(root, key)
     report.cache = "hit" if entry is not None else "miss"
     cache.count(root, report.cache)
