@@ -151,9 +151,15 @@ class CompileStats:
     ge_graphs: int | None = None
     ge_ops: int | None = None
     fallback_ops: int | None = None
+    aicore_ops: int | None = None
+    aicpu_ops: int | None = None
+    unproven_ops: int | None = None
+    device_rules: int | None = None
     planned_workspace: int | None = None
     workspace_lower_bound: int | None = None
     backend_compile_s: float | None = None
+    cache_hits: int | None = None  # FX graphs loaded from the compile cache (cold compile)
+    cache_misses: int | None = None
 
 
 def dynamo_counts() -> tuple[int, int]:
@@ -185,10 +191,31 @@ def ge_stats(stats: CompileStats, recorded: Recorded) -> None:
                        for g in graphs)
     if recorded.reports_available:
         stats.fallback_ops = sum(len(r.fallbacks) for r in recorded.reports)
+        stats.cache_hits = sum(getattr(r, "cache", "") == "hit" for r in recorded.reports)
+        stats.cache_misses = sum(getattr(r, "cache", "") == "miss" for r in recorded.reports)
+    _kernel_stats(stats, recorded)
     plans = [p for p in map(memory_plan, graphs) if p is not None]
     if plans:
         stats.planned_workspace = sum(p["workspace_bytes"] for p in plans)
         stats.workspace_lower_bound = sum(p.get("lower_bound_bytes", 0) for p in plans)
+
+
+def _kernel_stats(stats: CompileStats, recorded: Recorded) -> None:
+    """Ops by kernel kind on the target SoC and device-rule decisions (compilers that
+    record them)."""
+    try:
+        from npu_inductor.device_rules_report import graph_device
+    except ImportError:
+        return
+    devices = [graph_device(g, "", []) for g in recorded.graphs
+               if hasattr(g.lowered, "decisions")]
+    if len(devices) != len(recorded.graphs):
+        return
+    stats.aicore_ops = sum(d.counts["aicore"] for d in devices)
+    stats.aicpu_ops = sum(d.counts["aicpu"] for d in devices)
+    stats.unproven_ops = sum(d.counts["unproven"] for d in devices)
+    stats.device_rules = sum(len(d.decisions) for d in devices) + sum(
+        len(getattr(r, "decisions", ())) for r in recorded.reports)
 
 
 @dataclass

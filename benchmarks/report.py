@@ -27,7 +27,8 @@ COMPILE = KEYS + (
     ("dynamo_peak_mem", "peak MB", "{:.2f}"), ("compression_ratio", "mem ratio", "{:.2f}x"),
     ("graphs", "graphs", "{}"), ("graph_breaks", "breaks", "{}"),
     ("ge_ops_before_fusion", "GE ops unfused", "{}"), ("ge_ops", "GE ops", "{}"),
-    ("fallback_ops", "fallbacks", "{}"), ("workspace_ratio", "ws/lb", "{:.2f}"),
+    ("fallback_ops", "fallbacks", "{}"), ("aicpu_ops", "AI CPU ops", "{}"),
+    ("unproven_ops", "unproven ops", "{}"), ("workspace_ratio", "ws/lb", "{:.2f}"),
 )
 DYNAMIC_ONLY = ("compiles", "total_time", "padding_overhead")
 MIN_WIDTH = 200  # rich assumes 80 columns when stdout is not a terminal

@@ -33,7 +33,10 @@ class Row:
     eager_latency: float | None = None  # ms, median, same interleaved run
     compilation_latency: float | None = None  # s, cold: first call after dynamo reset
     compilation_latency_warm: float | None = None  # s, see warm_kind
-    warm_kind: str | None = None  # "recompile" (no cache: recompile after dynamo reset)
+    warm_kind: str | None = None  # see NOTES["warm_kind"] in cli.py
+    cache_hits: int | None = None  # npu_inductor compile cache, cold compile (FX graphs)
+    cache_misses: int | None = None
+    warm_cache_hits: int | None = None  # same, in the warm compile's fresh process
     backend_compile_s: float | None = None  # s inside npu_inductor's graph compiler (cold)
     compile_ratio_vs_aot_eager: float | None = None  # cold compilation_latency ratio
     eager_peak_mem: float | None = None  # MB, see measure.py for the method
@@ -45,6 +48,10 @@ class Row:
     ge_ops: int | None = None  # GE compute ops (no Data/Const/NetOutput) as compiled
     ge_ops_before_fusion: int | None = None  # same model compiled with fusions off
     fallback_ops: int | None = None
+    aicore_ops: int | None = None  # GE ops with an AI Core kernel on the target SoC
+    aicpu_ops: int | None = None  # GE ops that run on AI CPU there (slow, host sync)
+    unproven_ops: int | None = None  # GE ops the SoC kernel table has no evidence for
+    device_rules: int | None = None  # device-rule decisions that changed the lowering
     planned_workspace: float | None = None  # MB, static memory plan (issue 6)
     workspace_lower_bound: float | None = None  # MB
     workspace_ratio: float | None = None  # planned / lower bound

@@ -6,7 +6,8 @@ import collections
 import contextlib
 import contextvars
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -176,3 +177,40 @@ def finish(gm: GraphModule) -> GraphModule:
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return gm
+
+
+# ---- the fusion passes' match-and-replace loop ------------------------------------------
+@dataclass(frozen=True)
+class Match:
+    """One place a fusion pattern matched. The replacement is inserted before ``at`` and
+    takes over every use of each node in ``outs``; ``counter`` is bumped when it does."""
+
+    at: Node
+    outs: tuple[Node, ...]
+    counter: str
+    parts: dict[str, Any] = field(default_factory=dict)  # what ``replace`` needs
+
+
+def fuse_matches(gm: GraphModule, name: str, anchor: Any,
+                 match: Callable[[GraphModule, Node], Match | None],
+                 replace: Callable[[GraphModule, Match], Node | None], *,
+                 inference_only: str | None = None) -> GraphModule:
+    """Run one fusion: for each call of ``anchor`` (a snapshot, in graph order) ``match``
+    either declines (None) or returns a ``Match``; ``replace`` then builds the fused node at
+    ``match.at`` (None: give up here; anything it inserted is dead and removed). With
+    ``inference_only`` (the reason), training graphs are skipped and logged."""
+    if inference_only is not None and is_training(gm):
+        skip(name, gm, inference_only)
+        return gm
+    for node in list(gm.graph.find_nodes(op="call_function", target=anchor)):
+        m = match(gm, node)
+        if m is None:
+            continue
+        with gm.graph.inserting_before(m.at):
+            y = replace(gm, m)
+        if y is None:
+            continue
+        for out in m.outs:
+            out.replace_all_uses_with(y)
+        bump(m.counter)
+    return finish(gm)

@@ -18,11 +18,16 @@ A folded mask equal to the causal mask (0 on and below the diagonal, -inf above)
 the key/value heads as they are (``num_key_value_heads``). When q, k and v are all
 ``permute(x, [0, 2, 1, 3])`` the op takes x in BSND layout and the transposes go away.
 
-Dtypes follow the GE prototypes: PromptFlashAttention takes fp16/fp32,
-IncreFlashAttention fp16/bf16/fp32. Training graphs would need FlashAttentionScore,
-which takes only fp16/bf16 and whose backward AOTAutograd has already decomposed, so
-the fusion does not fire there (logged). Fully masked rows give 0 (torch's SDPA), where
-the explicit pattern would give NaN.
+Dtypes follow the target SoC's kernels (``npu_inductor/ge/soc.py``): on 910B
+PromptFlashAttention and IncreFlashAttention have fp16/bf16 kernels only, so fp16/bf16
+attention fuses and fp32 attention stays BatchMatMulV2 + SoftmaxV2, unless
+``precision_mode`` lets fp32 be computed in lower precision (``allow_fp32_to_fp16``,
+``allow_mix_precision*``, ``force_fp16``, ``allow_fp32_to_bf16``): then the fused op runs in
+fp16 (bf16 for the ``*bf16`` modes) with casts around it. Both choices are recorded as
+device decisions (``npu_inductor.device_report``). Training graphs would need
+FlashAttentionScore, whose backward AOTAutograd has already decomposed, so the fusion does
+not fire there (logged). Fully masked rows give 0 (torch's SDPA), where the explicit
+pattern would give NaN.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from torch.fx import GraphModule, Node
 
 from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
 from npu_inductor.config import NpuConfig
+from npu_inductor.ge import soc as soc_kernels
 from npu_inductor.graph_passes.common import (
     aten,
     bump,
@@ -226,13 +232,31 @@ def _is_causal_mask(gm: GraphModule, mask: Node | None, sq: int, skv: int) -> bo
     return bool((t[upper] == float("-inf")).all() and (t[~upper] == 0).all())
 
 
-def _ge_refusal(dt: torch.dtype, sq: int, mask: Node | None, causal: bool) -> str | None:
-    decode = sq == 1 and mask is None and not causal
-    if decode and dt in (torch.float16, torch.bfloat16, torch.float32):
-        return None
-    if dt not in (torch.float16, torch.float32):
-        return f"PromptFlashAttention takes fp16/fp32 queries, not {dt}"
-    return None
+# precision_mode -> the dtype fp32 attention may be computed in (absent: keep fp32)
+_LOWER_FP32 = {"allow_fp32_to_fp16": torch.float16, "allow_mix_precision": torch.float16,
+               "allow_mix_precision_fp16": torch.float16, "force_fp16": torch.float16,
+               "allow_fp32_to_bf16": torch.bfloat16,
+               "allow_mix_precision_bf16": torch.bfloat16}
+
+
+def _ge_op(sq: int, mask: Node | None, causal: bool) -> str:
+    """The GE op ``npu::flash_attention`` lowers to (lowering/fused.py)."""
+    return "IncreFlashAttention" if sq == 1 and mask is None and not causal else \
+        "PromptFlashAttention"
+
+
+def _compute_dtype(dt: torch.dtype, op: str, config: NpuConfig) -> tuple[torch.dtype | None,
+                                                                       str]:
+    """The dtype the fused op runs in on the target SoC (None: leave unfused) and why."""
+    soc = config.soc_version
+    if soc_kernels.has_kernel(soc, op, query=dt):
+        return dt, ""
+    lower = _LOWER_FP32.get(config.precision_mode) if dt == torch.float32 else None
+    if lower is not None and soc_kernels.has_kernel(soc, op, query=lower):
+        return lower, (f"{op} has no {_short(dt)} kernel on {soc}; precision_mode="
+                       f"{config.precision_mode} allows computing it in {_short(lower)} with casts")
+    return None, (f"{op} has no {_short(dt)} kernel on {soc} (precision_mode="
+                  f"{config.precision_mode}): kept as BatchMatMulV2 + SoftmaxV2")
 
 
 def match_sdpa(out: Node) -> dict | None:
@@ -264,7 +288,7 @@ def fuse_attention(gm: GraphModule, config: NpuConfig) -> GraphModule:
             continue
         m = match_sdpa(out) or match_attention(out)
         if m is not None:
-            _rewrite(gm, m)
+            _rewrite(gm, m, config)
     return finish(gm)
 
 
@@ -275,22 +299,39 @@ def _materialize(gm: GraphModule, op: Operand, layout: str) -> Node:
     return call(gm, aten.permute.default, (op.node, [op.perm[i] for i in want]))
 
 
-def _rewrite(gm: GraphModule, m: dict) -> None:
+def _rewrite(gm: GraphModule, m: dict, config: NpuConfig) -> None:
     out: Node = m["out"]
     sq = shape(out)[2]
     skv = shape(m["v"].node)[1 if m["v"].perm == _BSND else 2]
     causal = m.get("causal") or _is_causal_mask(gm, m["mask"], sq, skv)
     mask = None if causal and not m.get("causal") else m["mask"]
-    why = _ge_refusal(dtype(out), sq, mask, causal)
-    if why is not None or (mask is not None and dtype(mask) != dtype(out)):
-        log.info("fuse_attention: %s left unfused: %s", out.name, why or "mask dtype differs")
+    if mask is not None and dtype(mask) != dtype(out):
+        log.info("fuse_attention: %s left unfused: mask dtype differs", out.name)
+        return
+    op = _ge_op(sq, mask, causal)
+    run_in, why = _compute_dtype(dtype(out), op, config)
+    if why:
+        soc_kernels.note(gm, "dtype-gate", out.name, why)
+    if run_in is None:
+        log.info("fuse_attention: %s left unfused: %s", out.name, why)
         return
     operands = (m["q"], m["k"], m["v"])
     layout = "BSND" if all(o.perm == _BSND for o in operands) else "BNSD"
     with gm.graph.inserting_before(out):
-        q, k, v = (_materialize(gm, o, layout) for o in operands)
+        q, k, v = (_to(gm, _materialize(gm, o, layout), run_in) for o in operands)
         fused = call(gm, npu.flash_attention.default,
-                     (q, k, v, mask, m["scale"], causal, layout), like=out)
+                     (q, k, v, _to(gm, mask, run_in), m["scale"], causal, layout), like=out)
+        fused = _to(gm, fused, dtype(out))
         result = fused if layout == "BNSD" else call(gm, aten.permute.default, (fused, _BSND))
     out.replace_all_uses_with(result)
     bump("fuse_attention")
+
+
+def _to(gm: GraphModule, node: Node | None, dt: torch.dtype) -> Node | None:
+    if node is None or dtype(node) == dt:
+        return node
+    return call(gm, torch.ops.prims.convert_element_type.default, (node, dt))
+
+
+def _short(dt: torch.dtype) -> str:
+    return str(dt).removeprefix("torch.")

@@ -17,12 +17,12 @@ from torch.fx import GraphModule, Node
 
 from npu_inductor.config import NpuConfig
 from npu_inductor.graph_passes.common import (
+    Match,
     aten,
-    bump,
     call,
     const_node,
     const_value,
-    finish,
+    fuse_matches,
     is_op,
     log,
 )
@@ -53,20 +53,23 @@ def _match(gm: GraphModule, bn: Node) -> tuple[Node, list, float] | None:
     return conv, params, float(bn.args[6])
 
 
+def _conv_bn_match(gm: GraphModule, bn: Node) -> Match | None:
+    m = _match(gm, bn)
+    if m is None:
+        return None
+    conv, params, eps = m
+    return Match(bn, tuple(bn.users), "fuse_conv_bn", {"conv": conv, "bn": params, "eps": eps})
+
+
+def _folded_conv(gm: GraphModule, m: Match) -> Node:
+    conv = m.parts["conv"]
+    bias = const_value(gm, conv.args[2]) if conv.args[2] is not None else None
+    w, b = _fold(const_value(gm, conv.args[1]), bias, m.parts["bn"], m.parts["eps"])
+    wn, bnode = const_node(gm, w, "conv_w"), const_node(gm, b, "conv_b")
+    return call(gm, aten.convolution.default, (conv.args[0], wn, bnode, *conv.args[3:]),
+                like=conv)
+
+
 def fuse_conv_bn(gm: GraphModule, config: NpuConfig) -> GraphModule:
     target = aten._native_batch_norm_legit_no_training.default
-    for bn in list(gm.graph.find_nodes(op="call_function", target=target)):
-        m = _match(gm, bn)
-        if m is None:
-            continue
-        conv, params, eps = m
-        bias = const_value(gm, conv.args[2]) if conv.args[2] is not None else None
-        w, b = _fold(const_value(gm, conv.args[1]), bias, params, eps)
-        with gm.graph.inserting_before(bn):
-            wn, bnode = const_node(gm, w, "conv_w"), const_node(gm, b, "conv_b")
-            fused = call(gm, aten.convolution.default, (conv.args[0], wn, bnode, *conv.args[3:]),
-                         like=conv)
-        for user in list(bn.users):
-            user.replace_all_uses_with(fused)
-        bump("fuse_conv_bn")
-    return finish(gm)
+    return fuse_matches(gm, "fuse_conv_bn", target, _conv_bn_match, _folded_conv)

@@ -19,14 +19,12 @@ from torch.fx import GraphModule, Node
 from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
 from npu_inductor.config import NpuConfig
 from npu_inductor.graph_passes.common import (
+    Match,
     aten,
-    bump,
     call,
-    finish,
+    fuse_matches,
     is_op,
-    is_training,
     only_used_by,
-    skip,
 )
 
 npu = torch.ops.npu
@@ -89,19 +87,20 @@ def _match(add1: Node) -> tuple[Node, str, Node, list[Node]] | None:
     return None
 
 
+def _gelu_match(gm: GraphModule, add1: Node) -> Match | None:
+    m = _match(add1)
+    if m is None:
+        return None
+    x, approx, out, inner = m
+    if not only_used_by(inner, set(inner) | {out}):
+        return None
+    return Match(out, (out,), "fuse_gelu", {"x": x, "approximate": approx})
+
+
+def _gelu(gm: GraphModule, m: Match) -> Node:
+    return call(gm, npu.gelu.default, (m.parts["x"], m.parts["approximate"]), like=m.at)
+
+
 def fuse_gelu(gm: GraphModule, config: NpuConfig) -> GraphModule:
-    if is_training(gm):
-        skip("fuse_gelu", gm, "the backward is already decomposed; GeluGrad unused")
-        return gm
-    for add1 in list(gm.graph.find_nodes(op="call_function", target=aten.add.Tensor)):
-        m = _match(add1)
-        if m is None:
-            continue
-        x, approx, out, inner = m
-        if not only_used_by(inner, set(inner) | {out}):
-            continue
-        with gm.graph.inserting_before(out):
-            y = call(gm, npu.gelu.default, (x, approx), like=out)
-        out.replace_all_uses_with(y)
-        bump("fuse_gelu")
-    return finish(gm)
+    return fuse_matches(gm, "fuse_gelu", aten.add.Tensor, _gelu_match, _gelu,
+                        inference_only="the backward is already decomposed; GeluGrad unused")

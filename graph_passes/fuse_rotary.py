@@ -23,10 +23,12 @@ from torch.fx import GraphModule, Node
 from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
 from npu_inductor.config import NpuConfig
 from npu_inductor.graph_passes.common import (
+    Match,
     aten,
     bump,
     call,
     finish,
+    fuse_matches,
     is_op,
     is_training,
     only_used_by,
@@ -95,19 +97,21 @@ def match_rotary(add: Node) -> dict | None:
     return None
 
 
+def _rotary_match(gm: GraphModule, add: Node) -> Match | None:
+    m = match_rotary(add)
+    return None if m is None else Match(add, (add,), "fuse_rotary", m)
+
+
+def _rotary(gm: GraphModule, m: Match) -> Node:
+    p = m.parts
+    return call(gm, npu.rotary_mul.default, (p["x"], p["cos"], p["sin"]), like=m.at)
+
+
 def fuse_rotary(gm: GraphModule, config: NpuConfig) -> GraphModule:
     if is_training(gm):
         skip("fuse_rotary", gm, "the backward is already decomposed; RotaryMulGrad unused")
         return gm
-    for add in list(gm.graph.find_nodes(op="call_function", target=aten.add.Tensor)):
-        m = match_rotary(add)
-        if m is None:
-            continue
-        with gm.graph.inserting_before(add):
-            y = call(gm, npu.rotary_mul.default, (m["x"], m["cos"], m["sin"]), like=add)
-        add.replace_all_uses_with(y)
-        bump("fuse_rotary")
-    finish(gm)
+    fuse_matches(gm, "fuse_rotary", aten.add.Tensor, _rotary_match, _rotary)
     _pair_query_key(gm)
     return finish(gm)
 

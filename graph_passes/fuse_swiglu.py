@@ -22,18 +22,16 @@ from torch.fx import GraphModule, Node
 from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
 from npu_inductor.config import NpuConfig
 from npu_inductor.graph_passes.common import (
+    Match,
     aten,
-    bump,
     call,
     const_node,
     const_value,
-    finish,
+    fuse_matches,
     is_op,
-    is_training,
     log,
     only_used_by,
     shape,
-    skip,
 )
 
 npu = torch.ops.npu
@@ -108,26 +106,26 @@ def _merge_projections(gm: GraphModule, a: Node, b: Node, mul: Node,
     return call(gm, aten.view.default, (mm, [*shape(a)[:-1], 2 * shape(a)[-1]]), like=a)
 
 
+def _swiglu_match(gm: GraphModule, mul: Node) -> Match | None:
+    found = _gated(mul)
+    if found is None or not only_used_by(found[2], set(found[2]) | {mul}):
+        return None
+    a, b, inner = found
+    halves = _halves(a, b)
+    if halves is not None:
+        return Match(mul, (mul,), "fuse_swiglu", {"x": halves[0], "dim": halves[1]})
+    return Match(mul, (mul,), "fuse_swiglu_merged", {"a": a, "b": b, "inner": inner})
+
+
+def _swiglu(gm: GraphModule, m: Match) -> Node | None:
+    p = m.parts
+    if "x" in p:
+        x, dim = p["x"], p["dim"]
+    else:
+        x, dim = _merge_projections(gm, p["a"], p["b"], m.at, p["inner"]), -1
+    return None if x is None else call(gm, npu.swiglu.default, (x, dim), like=m.at)
+
+
 def fuse_swiglu(gm: GraphModule, config: NpuConfig) -> GraphModule:
-    if is_training(gm):
-        skip("fuse_swiglu", gm, "the backward is already decomposed; SwiGluGrad unused")
-        return gm
-    for mul in list(gm.graph.find_nodes(op="call_function", target=aten.mul.Tensor)):
-        found = _gated(mul)
-        if found is None:
-            continue
-        a, b, inner = found
-        if not only_used_by(inner, set(inner) | {mul}):
-            continue
-        with gm.graph.inserting_before(mul):
-            halves = _halves(a, b)
-            if halves is not None:
-                x, dim = halves[0], halves[1]
-            else:
-                x, dim = _merge_projections(gm, a, b, mul, inner), -1
-            if x is None:
-                continue
-            y = call(gm, npu.swiglu.default, (x, dim), like=mul)
-        mul.replace_all_uses_with(y)
-        bump("fuse_swiglu" if halves is not None else "fuse_swiglu_merged")
-    return finish(gm)
+    return fuse_matches(gm, "fuse_swiglu", aten.mul.Tensor, _swiglu_match, _swiglu,
+                        inference_only="the backward is already decomposed; SwiGluGrad unused")

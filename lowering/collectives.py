@@ -25,10 +25,10 @@ from typing import Any
 
 import torch
 
+from npu_inductor.ge import hccl_groups as comm
 from npu_inductor.ge.op_specs import get_spec
 from npu_inductor.lowering.helpers import cast, int_list
 from npu_inductor.lowering.registry import register
-from npu_inductor.runtime import collectives as comm
 
 c10d = torch.ops._c10d_functional
 

@@ -12,7 +12,15 @@ from typing import Any
 import torch
 
 from npu_inductor.config import NpuConfig
+from npu_inductor.ge import dtypes
+from npu_inductor.ge.device_rules import layouts_for
 from npu_inductor.ge.ir import DYNAMIC_DIM, GraphBuilder, OutSpec, Value
+from npu_inductor.ge.op_specs import OpSpecError
+from npu_inductor.ge.soc import Decision, DeviceDtypeError
+
+# float dtypes moved to float32 when the SoC has no kernel for them (910B has almost no
+# float64 kernels: a float64 op, often an internal precision choice, runs in float32)
+_LOW = (torch.float16, torch.bfloat16, torch.float64)
 
 
 def static_shape(shape: Sequence[Any]) -> tuple[int, ...]:
@@ -36,6 +44,7 @@ class LoweringContext:
         self.node: torch.fx.Node | None = None
         self.env: dict[torch.fx.Node, Any] = {}  # FX node -> lowered value (set by lower.py)
         self._consts: dict[tuple, Value] = {}
+        self.decisions: list[Decision] = []  # device rules that changed a lowering
 
     # ---- the current FX node ----------------------------------------------------------
     @property
@@ -62,15 +71,85 @@ class LoweringContext:
     def op(self, op_type: str, inputs: Sequence[Any], attrs: dict[str, Any] | None = None,
            out: OutSpec | Sequence[OutSpec] | None = None, suffix: str = "") -> Any:
         """Add a GE op. ``out`` defaults to the FX node's own output(s); a single output
-        returns a ``Value``, several return a tuple."""
+        returns a ``Value``, several return a tuple. Conv, batch-norm and pooling ops get
+        the NCHW/NCDHW descs the device needs (``device_rules.LAYOUT_RULES``), as torchair's
+        converters mark them with ``specific_op_input_layout``."""
         if out is None:
             outs = self.out_specs()
         elif len(out) == 2 and isinstance(out[0], torch.dtype):
             outs = [out]
         else:
             outs = list(out)
-        values = self.builder.op(op_type, self.name(suffix), inputs, attrs, outs)
+        first = inputs[0] if inputs and isinstance(inputs[0], Value) else None
+        layout = layouts_for(op_type, first.rank if first is not None else 4)
+        wide = self._device_dtype(op_type, inputs, outs, suffix)
+        if wide is not None:
+            values = self._op_in(wide, op_type, inputs, attrs, outs, suffix, layout)
+        else:
+            values = self.builder.op(op_type, self.name(suffix), inputs, attrs, outs,
+                                     layout=layout)
         return values[0] if len(values) == 1 else values
+
+    def note(self, rule: str, detail: str, suffix: str = "") -> None:
+        """Record a device rule that changed how this node is lowered."""
+        self.decisions.append(Decision(rule, self.name(suffix), detail))
+
+    # ---- the dtype gate's device form ---------------------------------------------------
+    def _device_dtype(self, op_type: str, inputs: Sequence[Any], outs: list[OutSpec],
+                      suffix: str) -> torch.dtype | None:
+        """None when the op has a kernel as given on the target SoC (or runs on AI CPU
+        with no AI Core alternative); float32 when its fp16/bf16 operands must be computed
+        in float32 instead (no kernel at that dtype, or an AI CPU one only). Raises the
+        gate's error when neither form has a kernel."""
+        if self.builder.soc is None or op_type == "Cast":  # Cast: lowering/helpers.cast
+            return None
+        try:
+            kind = self.builder.kernel_kind(op_type, inputs, outs, self.name(suffix))
+            if kind != "aicpu":
+                return None
+            refused = None
+        except DeviceDtypeError as e:
+            refused = e
+        except OpSpecError:
+            return None  # a prototype violation: builder.op reports it
+        low = {v.dtype for v in _values(inputs) if v.dtype in _LOW} | {
+            dt for dt, _ in outs if dt in _LOW}
+        wide = self._kind_in(torch.float32, op_type, inputs, outs) if low else None
+        # refused: any kernel in float32 will do; on AI CPU: only an AI Core one is better
+        if wide is None or (refused is None and wide != "aicore"):
+            if refused is not None:
+                raise refused
+            return None
+        why = "no kernel" if refused is not None else "only an AI CPU kernel"
+        names = "/".join(sorted(dtypes.short_name(d) for d in low))
+        self.note("dtype-gate", f"{op_type} has {why} for {names} on {self.builder.soc}: "
+                  f"computed in float32 with Casts around", suffix)
+        return torch.float32
+
+    def _kind_in(self, wide: torch.dtype, op_type: str, inputs: Sequence[Any],
+                 outs: list[OutSpec]) -> str | None:
+        """The kernel kind of the op with its fp16/bf16 operands moved to ``wide``."""
+        proxies = [_retyped(x, wide) for x in inputs]
+        try:
+            return self.builder.kernel_kind(op_type, proxies, _wide_outs(outs, wide))
+        except OpSpecError:  # includes DeviceDtypeError
+            return None
+
+    def _op_in(self, wide: torch.dtype, op_type: str, inputs: Sequence[Any],
+               attrs: dict[str, Any] | None, outs: list[OutSpec], suffix: str,
+               layout: Any = None) -> tuple:
+        from npu_inductor.lowering.helpers import cast
+
+        def up(x: Any) -> Any:
+            if isinstance(x, Value):
+                return cast(self, x, wide) if x.dtype in _LOW else x
+            if isinstance(x, (list, tuple)):
+                return [up(v) for v in x]
+            return x
+
+        values = self.builder.op(op_type, self.name(suffix), [up(x) for x in inputs], attrs,
+                                 _wide_outs(outs, wide), layout=layout)
+        return tuple(cast(self, v, dt) for v, (dt, _) in zip(values, outs))
 
     def const(self, value: Any, dtype: torch.dtype, suffix: str = "const") -> Value:
         """A ``Const`` op; small identical constants are shared across the graph."""
@@ -86,3 +165,25 @@ class LoweringContext:
         if key is not None:
             self._consts[key] = v
         return v
+
+
+def _values(inputs: Sequence[Any]) -> list[Value]:
+    out: list[Value] = []
+    for x in inputs:
+        if isinstance(x, Value):
+            out.append(x)
+        elif isinstance(x, (list, tuple)):
+            out += _values(x)
+    return out
+
+
+def _retyped(x: Any, wide: torch.dtype) -> Any:
+    if isinstance(x, Value):
+        return Value(x.op, x.index, wide, x.shape) if x.dtype in _LOW else x
+    if isinstance(x, (list, tuple)):
+        return [_retyped(v, wide) for v in x]
+    return x
+
+
+def _wide_outs(outs: list[OutSpec], wide: torch.dtype) -> list[OutSpec]:
+    return [(wide if dt in _LOW else dt, shape) for dt, shape in outs]

@@ -1,6 +1,6 @@
 """Creation and copy converters: full/zeros/ones/empty/*_like/new_* and fill (Fill),
 scalar_tensor (Const), arange (Range), linspace (LinSpace), eye (Eye), tril/triu_indices
-(Const), clone/_to_copy/copy (Identity, TensorMove, Cast, BroadcastTo).
+(Const), clone/_to_copy/copy (Identity, Cast, BroadcastTo).
 
 Creation ops honour their ``dtype`` (the FX node's output dtype); ``device``, ``layout``
 and ``pin_memory`` must be the CPU defaults, else the node is refused (eager fallback).
@@ -228,7 +228,7 @@ def to_copy(ctx, self, dtype=None, layout=None, device=None, pin_memory=None,
     out = ctx.out_dtype
     if out == self.dtype:
         return copy_op(ctx, self)
-    return ctx.op("Cast", [self], {"dst_type": dtypes.to_cpp(out)})
+    return cast(ctx, self, out)  # through an intermediate where the SoC lacks the pair
 
 
 @register(aten.copy.default)

@@ -20,7 +20,8 @@ from __future__ import annotations
 import torch
 
 from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
-from npu_inductor.ge.ir import DYNAMIC_DIM
+from npu_inductor.ge.ir import DYNAMIC_DIM, Value
+from npu_inductor.ge.op_specs import get_spec
 from npu_inductor.lowering.context import static_shape
 from npu_inductor.lowering.registry import register
 from npu_inductor.lowering.symbolic import sizes_value, sym_sizes, upper_mask
@@ -72,7 +73,7 @@ def flash_attention(ctx, query, key, value, mask, scale, causal, layout):
     atten_mask = None
     tokens = {"pre_tokens": ALL_TOKENS, "next_tokens": ALL_TOKENS, "sparse_mode": 0}
     if causal:  # 1 = masked; next_tokens=0 states the same band
-        atten_mask = upper_mask(ctx, sq, skv, dtype=query.dtype, suffix="causal_mask")
+        atten_mask = upper_mask(ctx, sq, skv, suffix="causal_mask")  # bool: every dtype
         tokens["next_tokens"] = 0
     return ctx.op("PromptFlashAttention", [query, key, value, pse, atten_mask],
                   {**common, **tokens})
@@ -87,8 +88,18 @@ def rotary_mul(ctx, x, cos, sin):
 @register(npu.apply_rotary_pos_emb.default)
 def apply_rotary_pos_emb(ctx, query, key, cos, sin):
     """apply_rotary_pos_emb(Tensor query, Tensor key, Tensor cos, Tensor sin) -> (Tensor, Tensor)"""  # noqa: E501
+    query, key = (_own_copy(ctx, v, s) for v, s in ((query, "query_copy"), (key, "key_copy")))
     return ctx.op("ApplyRotaryPosEmb", [query, key, cos, sin],
                   {"layout": BSND_LAYOUT, "rotary_mode": "half"})
+
+
+def _own_copy(ctx, v: Value, suffix: str) -> Value:
+    """ApplyRotaryPosEmb writes query and key in place: give it copies of its own
+    (``TensorMove``, as torchair). TensorMove's prototype has no bfloat16; there the device
+    rule ``ref-input-copy`` proves at build time that nothing else reads the buffer."""
+    if v.dtype not in get_spec("TensorMove").inputs[0].dtypes:
+        return v
+    return ctx.op("TensorMove", [v], out=(v.dtype, v.shape), suffix=suffix)
 
 
 @register(npu.swiglu.default)

@@ -9,6 +9,7 @@ import torch
 
 from npu_inductor.ge import dtypes
 from npu_inductor.ge.ir import DYNAMIC_DIM, Value
+from npu_inductor.ge.op_specs import OpSpecError
 from npu_inductor.lowering.context import LoweringContext, static_shape
 
 
@@ -16,8 +17,52 @@ def cast(ctx: LoweringContext, v: Value, dtype: torch.dtype) -> Value:
     """``Cast`` to ``dtype`` (no-op when already there)."""
     if v.dtype == dtype:
         return v
+    via = _cast_route(ctx, v, dtype)
+    if via is not None:
+        ctx.note("dtype-gate", f"Cast {dtypes.short_name(v.dtype)}->{dtypes.short_name(dtype)}"
+                 f" has no AI Core kernel on {ctx.builder.soc}: cast through "
+                 f"{dtypes.short_name(via)}", "cast")
+        v = _cast(ctx, v, via)
+    return _cast(ctx, v, dtype)
+
+
+def _cast(ctx: LoweringContext, v: Value, dtype: torch.dtype) -> Value:
     return ctx.op("Cast", [v], {"dst_type": dtypes.to_cpp(dtype)}, out=(dtype, v.shape),
                   suffix="cast")
+
+
+# exact intermediates for a Cast pair the AI Core kernel lacks (tried in order)
+_CAST_VIA = (torch.float32, torch.int32)
+
+
+def _cast_kind(ctx: LoweringContext, v: Value, dtype: torch.dtype) -> str | None:
+    try:
+        return ctx.builder.kernel_kind("Cast", [v], [(dtype, v.shape)])
+    except OpSpecError:
+        return None
+
+
+def _cast_route(ctx: LoweringContext, v: Value, dtype: torch.dtype) -> torch.dtype | None:
+    """An intermediate dtype when the SoC's AI Core Cast kernel lacks ``v.dtype -> dtype``
+    but has both legs through it (None: cast directly)."""
+    if ctx.builder.soc is None or _cast_kind(ctx, v, dtype) in ("aicore", "unproven"):
+        return None
+    for via in _CAST_VIA:
+        if via in (v.dtype, dtype) or not _widens(v.dtype, via):
+            continue
+        mid = Value(v.op, v.index, via, v.shape)
+        if _cast_kind(ctx, v, via) == "aicore" and _cast_kind(ctx, mid, dtype) == "aicore":
+            return via
+    return None
+
+
+def _widens(src: torch.dtype, via: torch.dtype) -> bool:
+    """Whether every ``src`` value survives the trip through ``via`` exactly."""
+    if src == torch.bool:
+        return True
+    if via.is_floating_point:
+        return src in (torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16)
+    return not src.is_floating_point and src.itemsize < via.itemsize
 
 
 def as_value(ctx: LoweringContext, x: Any, dtype: torch.dtype) -> Value:

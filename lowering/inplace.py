@@ -42,7 +42,13 @@ def copy_(ctx, self, src, non_blocking=False):
         from npu_inductor.lowering.lower import LoweringError
 
         raise LoweringError(f"copy_ into {self!r}: not a RefData graph input")
-    out = ctx.op("Assign", [self, cast(ctx, src, self.dtype)],
-                 out=(self.dtype, self.shape))
-    ctx.builder.side_effects.append(ctx.builder.last_op)
+    from npu_inductor.ge.device_rules import NO_COPY_OPS
+
+    value = cast(ctx, src, self.dtype)
+    # every reader of the old contents runs first (GE orders a ref write by edges only)
+    before = ctx.builder.readers(self.edge, NO_COPY_OPS)
+    b = ctx.builder
+    out = b.op("Assign", ctx.name(), [self, value], {}, [(self.dtype, self.shape)],
+               control=before)[0]
+    b.side_effects.append(b.last_op)
     return out

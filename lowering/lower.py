@@ -14,6 +14,7 @@ from torch.fx.node import map_arg
 
 from npu_inductor.config import NpuConfig
 from npu_inductor.ge.ir import Graph, GraphBuilder, Value
+from npu_inductor.ge.soc import Decision
 from npu_inductor.lowering.context import LoweringContext, static_shape
 from npu_inductor.lowering.inplace import writes_input
 from npu_inductor.lowering.registry import bind, lookup, refusal
@@ -43,6 +44,8 @@ class LoweredGraph:
     graph: Graph
     data_inputs: tuple[int, ...]  # FX placeholder positions feeding Data 0..n-1
     outputs: tuple[OutputSlot, ...]
+    decisions: tuple[Decision, ...] = ()  # device rules that changed the lowering
+    soc: str | None = None  # the SoC version the graph was dtype-gated for
 
 
 def source_line(node: torch.fx.Node) -> str:
@@ -77,7 +80,7 @@ def try_lower(gm: torch.fx.GraphModule, name: str,
 
 def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
                  failures: dict[str, str] | None) -> LoweredGraph:
-    builder = GraphBuilder(name)
+    builder = GraphBuilder(name, config.soc_version)
     ctx = LoweringContext(builder, config)
     env: dict[torch.fx.Node, Any] = {}
     ctx.env = env  # symbolic sizes are read from the graph inputs (lowering/symbolic.py)
@@ -109,7 +112,18 @@ def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
             env[node] = _lower_node(ctx, node, env)
         else:
             env[node] = _lower_or_stand_in(ctx, node, env, failures)
-    return LoweredGraph(builder.build(), tuple(data_inputs), outputs)
+    graph = builder.build()
+    data_inputs = _in_index_order(data_inputs, builder.index_map)
+    return LoweredGraph(graph, tuple(data_inputs), outputs, tuple(ctx.decisions),
+                        config.soc_version)
+
+
+def _in_index_order(data_inputs: list[int], index_map: dict[int, int]) -> list[int]:
+    """Placeholder positions by final input index (RefData inputs are numbered last)."""
+    out = [0] * len(data_inputs)
+    for old, position in enumerate(data_inputs):
+        out[index_map[old]] = position
+    return out
 
 
 def _effect_token(node: torch.fx.Node) -> bool:

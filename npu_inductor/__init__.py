@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["empty_cache", "explain", "memory_stats", "memory_summary", "reset_peak_memory_stats",
+__all__ = ["device_report",
+           "empty_cache", "explain", "memory_stats", "memory_summary", "reset_peak_memory_stats",
            "set_buckets", "set_memory_limit"]
 # device-memory API, defined in runtime/device.py
 _MEMORY_API = ("empty_cache", "memory_stats", "memory_summary", "reset_peak_memory_stats",
@@ -20,6 +21,10 @@ def __getattr__(name: str) -> Any:
         from npu_inductor.buckets import set_buckets
 
         return set_buckets
+    if name == "device_report":
+        from npu_inductor.device_rules_report import device_report
+
+        return device_report
     if name == "explain":
         from npu_inductor.explainer import explain
 

@@ -15,6 +15,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import default_partition
 
+from npu_inductor import aot_cache
 from npu_inductor.buckets import BucketedDim, BucketedGraph, find_bucketed_dims, new_report
 from npu_inductor.compile_fx import compile_fx_graph
 from npu_inductor.config import NpuConfig, resolve
@@ -31,17 +32,46 @@ CLASH_MESSAGE = (
 def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
                 options: dict[str, Any] | None = None, mode: str | None = None) -> Any:
     """``torch.compile(model, backend="npu", options={...})`` lands here."""
-    config = resolve(options)
-    warn_if_name_clash()
-    dims = find_bucketed_dims(gm, example_inputs, config)
-    with real_inputs(example_inputs):  # freeze_parameters reads the real weights
-        return make_aot_backend(config, dims)(gm, example_inputs)
+    try:
+        config = resolve(options)
+        warn_if_name_clash()
+        dims = find_bucketed_dims(gm, example_inputs, config)
+        cached = aot_cache.usable(config, bool(dims))
+        # freeze_parameters reads the real weights
+        with real_inputs(example_inputs), aot_cache.scope(config, cached):
+            return make_aot_backend(config, dims, cached)(gm, example_inputs)
+    except user_errors() as e:
+        if torch._dynamo.config.verbose:  # TORCHDYNAMO_VERBOSE=1: every frame
+            raise
+        # The message names the option / op / source line; AOTAutograd's and our frames
+        # under this one would only bury it (Dynamo already drops the frames above).
+        raise e.with_traceback(None)  # noqa: B904 (the same exception, shorter traceback)
 
 
-def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None) -> Any:
+def user_errors() -> tuple[type[Exception], ...]:
+    """Errors about the user's program or settings, whose messages are self-contained."""
+    from npu_inductor.atc import AtcError
+    from npu_inductor.buckets import BucketError
+    from npu_inductor.compile_fx import FallbackError
+    from npu_inductor.config import ConfigError
+    from npu_inductor.runtime.device import DeviceError
+
+    return (ConfigError, FallbackError, BucketError, AtcError, DeviceError)
+
+
+def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None,
+                     aot_cached: bool = False) -> Any:
     """AOTAutograd with our compilers; with bucketed ``dims`` inference graphs go through
-    ``BucketedGraph`` (training graphs compile as they are: they are not bucketed)."""
+    ``BucketedGraph`` (training graphs compile as they are: they are not bucketed).
+    ``aot_cached``: the compilers return ``NpuOutputCode`` for AOTAutograd's cache."""
     compile_fn = functools.partial(compile_fx_graph, config=config)
+    if aot_cached:
+        kinds = ("inference", "forward", "backward")
+        fns = [aot_cache.serializable(functools.partial(compile_fn, kind=k), k, config)
+               for k in kinds]
+        return aot_autograd(fw_compiler=fns[1], bw_compiler=fns[2], inference_compiler=fns[0],
+                            decompositions=decomposition_table(),
+                            partition_fn=default_partition, keep_inference_input_mutations=False)
     inference = functools.partial(compile_fn, kind="inference")
     forward = functools.partial(compile_fn, kind="forward")
     if dims:

@@ -33,6 +33,8 @@ import sympy
 import torch
 
 from npu_inductor.config import NpuConfig
+from npu_inductor.gears import MAX_GEARS as MAX_ATC_GEARS
+from npu_inductor.gears import MIN_GEARS, GearPlan, gear_plan
 from npu_inductor.padding_safety import SafetyReport, analyze
 
 log = logging.getLogger("npu_inductor.buckets")
@@ -257,6 +259,8 @@ class BucketedGraph:
         self.report = new_report(dims)
         self.report.safety = self._safety()
         self.report.atc_input_shape, self.report.atc_dynamic_dims = self._atc_gears()
+        self.combos = self._gear_combos()
+        self.gear_cache: dict[tuple, Callable] = {}
 
     def _symbol_sources(self) -> dict[sympy.Symbol, list[tuple[int, int | None]]]:
         """Every place each free symbol appears: (position, dim), dim None for an int input.
@@ -312,6 +316,46 @@ class BucketedGraph:
         gears = [",".join(str(combo[i]) for i in order) for combo in combos]
         return ";".join(shapes), ";".join(gears)
 
+    def _gear_combos(self) -> tuple[tuple[int, ...], ...] | None:
+        """On the acl device, the bucket combinations that become ATC gears of ONE model
+        (2..100 of them, padding proven safe); None: compile each bucket on its own."""
+        from npu_inductor.runtime.device import get_device
+
+        if any(d.sizes == AUTO for d in self.dims) or not self.report.safety.safe:
+            return None
+        if get_device(self.config.device, self.config.device_id).kind != "acl":
+            return None
+        syms = list(dict.fromkeys(d.symbol for d in self.dims))
+        sizes = [next(d.sizes for d in self.dims if d.symbol == s) for s in syms]
+        combos = tuple(itertools.product(*sizes))
+        return combos if MIN_GEARS <= len(combos) <= MAX_ATC_GEARS else None
+
+    def _gear_plan(self, args: Sequence[Any]) -> GearPlan:
+        syms = list(dict.fromkeys(d.symbol for d in self.dims))
+        geared: dict[int, dict[int, int]] = {}
+        for sym, places in self.symbols.items():
+            for pos, dim in places:
+                if sym in syms and dim is not None:
+                    geared.setdefault(pos, {})[dim] = syms.index(sym)
+        shapes = {pos: tuple(a.shape) for pos, a in enumerate(args)
+                  if isinstance(a, torch.Tensor)}
+        return GearPlan(shapes, geared, self.combos)
+
+    def _gear_model(self, call_args: list, padded: dict) -> Callable | None:
+        """The ONE gear model of this graph (per value of the non-bucketed symbols)."""
+        bucketed = {d.symbol for d in self.dims}
+        if self.combos is None or any(
+                padded[d.symbol] not in d.sizes for d in self.dims):
+            return None
+        key = tuple(sorted((str(s), v) for s, v in padded.items() if s not in bucketed))
+        fn = self.gear_cache.get(key)
+        if fn is None:
+            with gear_plan(self._gear_plan(call_args)):
+                fn = self.compile_static(self.gm, list(call_args))
+            self.gear_cache[key] = fn
+            self.report.compiles += 1
+        return fn
+
     def _safety(self) -> SafetyReport:
         if self.config.pad == "trust":
             return SafetyReport(True, "pad='trust'")
@@ -366,7 +410,8 @@ class BucketedGraph:
         self._count(values, padded)
         key = tuple(sorted((str(s), v) for s, v in padded.items()))
         call_args = self._pad(args, values, padded)
-        fn = self.cache.get(key)
+        fn = self._gear_model(call_args, padded) if self.report.safety.safe else None
+        fn = fn or self.cache.get(key)
         if fn is None:
             fn = self.compile_static(specialize(self.gm, call_args), list(call_args))
             self.cache[key] = fn

@@ -15,7 +15,9 @@ from typing import Any
 import jinja2
 import torch
 
+from npu_inductor.ge.dtypes import to_cpp
 from npu_inductor.ge.ir import Graph
+from npu_inductor.gears import Gears
 
 
 @functools.cache
@@ -37,13 +39,21 @@ def _dtype_src(dtype: torch.dtype) -> str:
     return f"torch.{str(dtype).removeprefix('torch.')}"
 
 
-def executor_source(graph: Graph, device: str) -> str:
-    inputs = [(_dtype_src(op.output_descs[0].dtype), op.output_descs[0].shape)
-              for op in graph.data_ops()]
-    outputs = [(_dtype_src(d.dtype), d.shape) for d in graph.net_output().input_descs]
+def executor_source(graph: Graph, device: str, gears: Gears | None = None) -> str:
+    """The executor module for ``graph`` on ``device`` (``host`` or ``acl``); ``gears``:
+    the acl model's ATC ``--dynamic_dims`` gears."""
+    descs = [op.output_descs[0] for op in graph.data_ops()]
+    outs = list(graph.net_output().input_descs)
     refs = [i for i, op in enumerate(graph.data_ops()) if op.type == "RefData"]
-    return render("executor.py.jinja", graph_name=graph.name, device=device, inputs=inputs,
-                  outputs=outputs, refs=refs)
+    if device != "acl":
+        return render("executor.py.jinja", graph_name=graph.name,
+                      inputs=[(_dtype_src(d.dtype), d.shape) for d in descs],
+                      outputs=[(_dtype_src(d.dtype), d.shape) for d in outs], refs=refs)
+    return render("executor_acl.py.jinja", graph_name=graph.name,
+                  inputs=[(_dtype_src(d.dtype), d.shape, to_cpp(d.dtype)) for d in descs],
+                  outputs=[(_dtype_src(d.dtype), d.shape, to_cpp(d.dtype)) for d in outs],
+                  gear_inputs=[i for i, _ in gears.shapes] if gears else [],
+                  gears=gears.full_dims() if gears else [], refs=refs)
 
 
 def load_executor(source: str, name: str) -> types.ModuleType:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import re
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -21,10 +22,12 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-from npu_inductor import codegen
+from npu_inductor import cache, codegen
 from npu_inductor.atc import compile_om
+from npu_inductor.cache_key import cache_key
 from npu_inductor.config import NpuConfig
-from npu_inductor.ge import format_graph, to_air, to_pbtxt
+from npu_inductor.ge import format_graph, from_air, to_air, to_pbtxt
+from npu_inductor.gears import current_plan, gear_plan
 from npu_inductor.graph_passes import run_passes
 from npu_inductor.graph_passes.partition import Fallback, fallbacks, split
 from npu_inductor.lowering import LoweredGraph, LoweringError, lower_graph
@@ -76,6 +79,7 @@ class CompiledGraph:
     lowered: LoweredGraph
     executor: Any
     air: bytes
+    om: bytes | None = None  # ATC's model (acl device)
 
     def __call__(self, args: list[Any]) -> list[Any]:
         ge_outs = self.executor.run([_as_tensor(args[i]) for i in self.lowered.data_inputs])
@@ -107,6 +111,9 @@ class GraphReport:
     ge_graphs: list[CompiledGraph] = field(default_factory=list)
     fallbacks: list[Fallback] = field(default_factory=list)
     module: torch.fx.GraphModule | None = None  # top level when partitioned
+    decisions: list[Any] = field(default_factory=list)  # device rules the FX passes applied
+    failures: dict[str, str] = field(default_factory=dict)  # FX node -> why it runs eager
+    cache: str = "off"  # compile cache: "hit" | "miss" | "off" (see npu_inductor/cache.py)
 
 
 class GEPartition(torch.nn.Module):
@@ -152,12 +159,21 @@ def _compile(gm: torch.fx.GraphModule, config: NpuConfig, kind: str) -> Any:
     name = f"{kind}_{next(_GRAPH_IDS)}"
     before = gm.print_readable(print_output=False) if config.dump_dir else None
     gm = run_passes(gm, config, name=name)
-    lowered, failures = try_lower(gm, name, config)
-    report = GraphReport(name, kind)
-    if lowered is not None:  # fast path: the whole graph is one GE graph
-        runner = _compile_whole(gm, lowered, report, config, before)
-    else:
-        runner = _compile_partitioned(gm, report, failures, config, before)
+    report = GraphReport(name, kind, decisions=list(gm.meta.get("device_decisions", [])))
+    lookup = _cache_lookup(gm, config, report)
+    runner = _from_cache(gm, lookup, report, config, before) if lookup else None
+    if runner is None:
+        lowered, failures = try_lower(gm, name, config)
+        if lowered is not None:  # fast path: the whole graph is one GE graph
+            runner = _compile_whole(gm, lowered, report, config, before)
+        else:
+            with gear_plan(None):  # gears name the whole graph's inputs, not a partition's
+                runner = _compile_partitioned(gm, report, failures, config, before)
+        if lookup:
+            _cache_store(lookup, report, config)
+    if lookup and report.module is None and len(report.ge_graphs) == 1 and (
+            report.cache == "hit" or cache.entry_path(lookup.root, lookup.key).exists()):
+        runner.cache_entry = (str(lookup.root), lookup.key)  # for AOTAutograd's cache
     _warn_fallbacks(report)
     for hook in REPORT_HOOKS:
         hook(report)
@@ -175,14 +191,17 @@ def _compile_whole(gm: torch.fx.GraphModule, lowered: LoweredGraph, report: Grap
 
 
 def _load(lowered: LoweredGraph, config: NpuConfig, fx_before: str | None,
-          gm: torch.fx.GraphModule) -> CompiledGraph:
-    compiled = load_graph(lowered, config)
-    log.info("compiled GE graph %s: %d ops", compiled.name, len(lowered.graph.ops))
+          gm: torch.fx.GraphModule, cached: cache.CachedGraph | None = None,
+          name: str | None = None) -> CompiledGraph:
+    compiled = load_graph(lowered, config, cached)
+    compiled.name = name or compiled.name
+    verb = "loaded cached" if cached else "compiled"
+    log.info("%s GE graph %s: %d ops", verb, compiled.name, len(lowered.graph.ops))
     for hook in COMPILE_HOOKS:
         hook(compiled)
     if config.dump_dir:
-        write_dump(Path(config.dump_dir) / compiled.name, compiled, fx_before,
-                   gm.print_readable(print_output=False))
+        fx_after = gm.print_readable(print_output=False) if gm is not None else ""
+        write_dump(Path(config.dump_dir) / compiled.name, compiled, fx_before, fx_after)
     return compiled
 
 
@@ -227,6 +246,7 @@ def _compile_partitioned(gm: torch.fx.GraphModule, report: GraphReport,
 def _split_and_lower(gm: torch.fx.GraphModule, report: GraphReport, failures: dict[str, str],
                      config: NpuConfig) -> tuple[torch.fx.GraphModule, list[str], list]:
     report.fallbacks = fallbacks(gm, failures)
+    report.failures = failures
     if config.fallback == "error" and report.fallbacks:
         raise FallbackError(_error_message(gm, report.fallbacks))
     for _ in range(MAX_PARTITION_ROUNDS):
@@ -259,7 +279,22 @@ def _warn_fallbacks(report: GraphReport) -> None:
         log.info(msg)  # every time; the warning (printed by default) only once per op type
         if target not in _WARNED:
             _WARNED.add(target)
-            warnings.warn(msg, stacklevel=2)
+            _warn_at(msg, first.source)
+
+
+class FallbackWarning(UserWarning):
+    """Ops of a graph run in eager (``fallback="eager"``); filter with this category."""
+
+
+_SOURCE = re.compile(r"(?P<file>.+):(?P<line>\d+) in ")
+
+
+def _warn_at(msg: str, source: str) -> None:
+    """Warn at the user's source line (``path:line in fn: code``): Dynamo's frames sit
+    between the user and the compiler, so no ``stacklevel`` reaches the user's line."""
+    m = _SOURCE.match(source)
+    filename, lineno = (m["file"], int(m["line"])) if m else ("<npu_inductor>", 0)
+    warnings.warn_explicit(msg, FallbackWarning, filename, lineno, module="npu_inductor")
 
 
 def reset_fallback_warnings() -> None:
@@ -280,17 +315,25 @@ def quiet_fallbacks() -> Iterator[None]:
         _WARNED.update(saved)
 
 
-def load_graph(lowered: LoweredGraph, config: NpuConfig) -> CompiledGraph:
-    """Serialize ``lowered`` and load it on the configured device through its executor."""
-    device = get_device(config.device)
-    air = to_air(lowered.graph)
-    source = codegen.executor_source(lowered.graph, device.kind)
+def load_graph(lowered: LoweredGraph, config: NpuConfig,
+               cached: cache.CachedGraph | None = None) -> CompiledGraph:
+    """Serialize ``lowered`` and load it on the configured device through its executor
+    (``cached``: the .air, executor source and .om a cache entry holds for it)."""
+    device = get_device(config.device, config.device_id)
+    plan = current_plan() if device.kind == "acl" else None
+    gears = plan.gears_for(lowered.graph, lowered.data_inputs) if plan else None
+    if cached is None:
+        air = to_air(lowered.graph)
+        source = codegen.executor_source(lowered.graph, device.kind, gears)
+        om = (compile_om(lowered.graph, air, config, device.soc_name, gears)
+              if device.kind == "acl" else None)
+    else:
+        air, source, om = cached.air, cached.source, cached.om
     module = codegen.load_executor(source, lowered.graph.name)
-    model = compile_om(lowered.graph, air, config) if device.kind == "acl" else air
-    executor = module.Executor(device, model)
+    executor = module.Executor(device, om if device.kind == "acl" else air)
     executor.source = source
     device.configure_model(executor.model_id, config)  # memory_plan / memory_limit
-    return CompiledGraph(lowered.graph.name, lowered, executor, air)
+    return CompiledGraph(lowered.graph.name, lowered, executor, air, om)
 
 
 def write_dump(folder: Path, compiled: CompiledGraph, fx_before: str | None,
@@ -307,3 +350,102 @@ def write_dump(folder: Path, compiled: CompiledGraph, fx_before: str | None,
                                                folder / "memory_plan.json")
     from npu_inductor.runtime.host_codegen import write_source  # host device: generated run
     write_source(compiled.executor.device, compiled.executor.model_id, folder / "host_model.py")
+
+
+# ---- compile cache (npu_inductor/cache.py) ----------------------------------------------------
+@dataclass(frozen=True)
+class _Lookup:
+    root: Path
+    key: str
+    entry: cache.Entry | None
+
+
+def _cache_lookup(gm: torch.fx.GraphModule, config: NpuConfig,
+                  report: GraphReport) -> _Lookup | None:
+    """The cache entry for ``gm`` (None when the cache is off)."""
+    root = cache.cache_root(config)
+    if root is None or not cache.prepare_root(root):
+        return None
+    key = cache_key(gm, config, get_device(config.device).kind)
+    entry = cache.load(root, key)
+    report.cache = "hit" if entry is not None else "miss"
+    cache.count(root, report.cache)
+    log.info("npu_inductor cache %s for graph %s (key %s)", report.cache, report.name, key[:16])
+    return _Lookup(root, key, entry)
+
+
+def _from_cache(gm: torch.fx.GraphModule, lookup: _Lookup, report: GraphReport,
+                config: NpuConfig, fx_before: str | None) -> Any:
+    """Load the entry's GE graphs in place of lowering ``gm`` (None: compile instead)."""
+    entry = lookup.entry
+    if entry is None:
+        return None
+    if not entry.failures and len(entry.graphs) == 1:
+        compiled = _load_cached(entry.graphs[0], config, fx_before, gm, report.name)
+        report.ge_graphs.append(compiled)
+        return _boxed(compiled)
+    report.failures = dict(entry.failures)
+    report.fallbacks = fallbacks(gm, entry.failures)
+    top, parts = split(gm, entry.failures)
+    if len(parts) != len(entry.graphs):  # cannot happen for an entry this code wrote
+        report.cache, report.fallbacks, report.failures = "miss", [], {}
+        return None
+    for part, graph in zip(parts, entry.graphs):
+        compiled = _load_cached(graph, config, fx_before, getattr(top, part),
+                                f"{report.name}_{part}")
+        report.ge_graphs.append(compiled)
+        setattr(top, part, GEPartition(compiled))
+    top.recompile()
+    report.module = top
+    return _boxed_module(top)
+
+
+def _load_cached(graph: cache.CachedGraph, config: NpuConfig, fx_before: str | None,
+                 gm: torch.fx.GraphModule, name: str) -> CompiledGraph:
+    lowered = LoweredGraph(from_air(graph.air), graph.data_inputs, graph.outputs)
+    return _load(lowered, config, fx_before, gm, graph, name)
+
+
+def _cache_store(lookup: _Lookup, report: GraphReport, config: NpuConfig) -> None:
+    """Store what ``report``'s graph compiled to; graphs that fell back whole (a GE graph
+    that failed to load) or return non-JSON constants are not stored."""
+    parts = max(len(report.ge_graphs), 1)
+    if report.module is not None and len(_partitions_of(report.module)) != parts:
+        return
+    graphs = []
+    for g in report.ge_graphs:
+        if not all(s.kind != "const" or cache.jsonable(s.value) for s in g.lowered.outputs):
+            return
+        plan = g.executor.device.memory_plan(g.executor.model_id)
+        graphs.append(cache.CachedGraph(g.air, g.executor.source, g.om, g.lowered.data_inputs,
+                                        g.lowered.outputs, plan))
+    if not graphs:
+        return
+    try:
+        cache.store(lookup.root, lookup.key, cache.Entry(tuple(graphs), dict(report.failures)),
+                    config.cache_size_limit)
+    except OSError as e:
+        log.warning("npu_inductor cache: cannot write an entry to %s: %s", lookup.root, e)
+
+
+def _partitions_of(top: torch.fx.GraphModule) -> list[str]:
+    return [n.target for n in top.graph.nodes if n.op == "call_module"]
+
+
+def runner_from_cache(root: str, key: str, config: NpuConfig, kind: str) -> Any:
+    """The boxed runner of a whole-graph cache entry (AOTAutograd cache hit: no FX graph
+    at hand). Raises ``CacheEntryError`` when the entry is gone or unusable."""
+    name = f"{kind}_{next(_GRAPH_IDS)}"
+    report = GraphReport(name, kind, cache="hit")
+    entry = cache.load(Path(root), key)
+    if entry is None or entry.failures or len(entry.graphs) != 1:
+        raise cache.CacheEntryError(f"npu_inductor cache entry {key[:16]} is not loadable")
+    cache.count(Path(root), "hit")
+    log.info("npu_inductor cache hit for graph %s (key %s, AOTAutograd cache)", name, key[:16])
+    compiled = _load_cached(entry.graphs[0], config, None, None, name)
+    report.ge_graphs.append(compiled)
+    for hook in REPORT_HOOKS:
+        hook(report)
+    runner = _boxed(compiled)
+    runner.cache_entry = (root, key)
+    return runner

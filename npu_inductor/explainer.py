@@ -2,6 +2,7 @@
 ``fn``: Dynamo graph breaks with reasons, the GE graphs with op counts by GE type, and the
 ops that fall back to eager with reasons.
 
+A last section reports the GE graphs on the target SoC (``device_report``).
 ``fn`` runs twice: once under ``torch._dynamo.explain`` (graph breaks), once compiled with
 this backend (GE graphs and fallbacks). Like ``torch._dynamo.explain``, it resets Dynamo
 before and after, so earlier compiled code recompiles on its next call.
@@ -19,6 +20,8 @@ import torch
 from npu_inductor.buckets import REPORTS as bucket_reports
 from npu_inductor.buckets import BucketReport
 from npu_inductor.compile_fx import GraphReport, quiet_fallbacks, record_reports
+from npu_inductor.config import resolve
+from npu_inductor.device_rules_report import DeviceReport, from_reports
 from npu_inductor.graph_passes.partition import Fallback
 
 
@@ -48,6 +51,9 @@ class ExplainReport:
     ge_graphs: list[GEGraphSummary] = field(default_factory=list)
     fallbacks: list[Fallback] = field(default_factory=list)
     buckets: list[BucketReport] = field(default_factory=list)
+    device: DeviceReport | None = None  # ops by kernel kind on the target SoC, device rules
+    cache_hits: int = 0  # FX graphs loaded from the compile cache (npu_inductor/cache.py)
+    cache_misses: int = 0  # FX graphs compiled and stored
 
     @property
     def fallback_counts(self) -> dict[str, int]:
@@ -56,7 +62,10 @@ class ExplainReport:
 
     def __str__(self) -> str:
         return "\n".join([*self._dynamo_lines(), *self._ge_lines(), *self._fallback_lines(),
-                          *self._bucket_lines()])
+                          *self._bucket_lines(), *self._device_lines()])
+
+    def _device_lines(self) -> list[str]:
+        return str(self.device).splitlines() if self.device is not None else []
 
     def _dynamo_lines(self) -> list[str]:
         lines = [f"Dynamo graphs: {self.dynamo_graph_count}",
@@ -67,7 +76,8 @@ class ExplainReport:
         return lines
 
     def _ge_lines(self) -> list[str]:
-        lines = [f"GE graphs: {len(self.ge_graphs)}"]
+        lines = [f"GE graphs: {len(self.ge_graphs)}",
+                 f"Compile cache: {self.cache_hits} hit(s), {self.cache_misses} miss(es)"]
         for g in self.ge_graphs:
             counts = ", ".join(f"{t} x{n}" for t, n in sorted(g.op_counts.items(),
                                                              key=lambda kv: (-kv[1], kv[0])))
@@ -126,5 +136,8 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
         torch._dynamo.reset()
     report.ge_graphs = _summaries(reports)
     report.fallbacks = [f for r in reports for f in r.fallbacks]
+    report.cache_hits = sum(r.cache == "hit" for r in reports)
+    report.cache_misses = sum(r.cache == "miss" for r in reports)
     report.buckets = bucket_reports[first_bucket_report:]
+    report.device = from_reports(reports, resolve({"fallback": "eager"}).soc_version)
     return report

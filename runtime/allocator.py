@@ -48,6 +48,8 @@ from typing import Any, Protocol
 
 import torch
 
+from npu_inductor.config import parse_size
+
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 MIN_BLOCK = 512          # every size rounds up to this
 SMALL_SIZE = 1 * MiB     # largest request served by the small pool
@@ -128,8 +130,9 @@ def parse_alloc_conf(text: str | None) -> AllocatorSettings:
 
 
 def limit_from_env() -> int | None:
-    raw = os.environ.get(LIMIT_ENV, "").strip()
-    return int(raw) if raw and raw.lower() != "none" else None
+    """``NPU_INDUCTOR_MEMORY_LIMIT``: bytes or a size string (``"512MiB"``); a bad value
+    raises naming the variable."""
+    return parse_size(os.environ.get(LIMIT_ENV), what=LIMIT_ENV)
 
 
 def format_bytes(n: int | None) -> str:
@@ -320,7 +323,9 @@ class CachingAllocator:
                 for seg in list(pool.segments):
                     self._trim(seg)
 
-    def set_memory_limit(self, limit: int | None) -> None:
+    def set_memory_limit(self, limit: int | str | None) -> None:
+        """Cap reserved bytes (an int, a size string such as ``"512MiB"``, or None)."""
+        limit = parse_size(limit, what="memory limit")
         with self._lock:
             self.limit = limit
 

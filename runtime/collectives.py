@@ -3,12 +3,14 @@
 [Note: communicator groups]
 A GE collective names its communicator in the string attr ``group``. Lowering turns the
 torch group name an FX graph carries (``'0'`` for the world group) into a GE-valid name
-with ``ge_group_name``: ``hccl_world_group`` for the world group (the name HCCL gives it),
-the torch_npu HCCL communicator name where torch_npu provides one, else
-``hccl_group_<torch group name>``. ``resolve_group`` maps a name back to its
-``ProcessGroup``: the first and last kinds from their spelling (so a graph loaded from a
-cache, or a process group re-created after a failure, resolves correctly), torch_npu's
-names through the registry ``ge_group_name`` fills. The engine is the process group's
+with ``ge_group_name``: under HCCL (torch_npu) the communicator name the process group's
+``ProcessGroupHCCL`` gives it, for every group including WORLD (torchair's
+``get_hccl_comm_name(global_rank, init_comm=True)``; there is no ``hccl_world_group``
+communicator under torch_npu); on the host device (gloo) ``hccl_world_group`` for the world
+group and ``hccl_group_<torch group name>`` for the others. ``resolve_group`` maps a name
+back to its ``ProcessGroup``: the host names from their spelling (so a graph loaded from a
+cache, or a process group re-created after a failure, resolves correctly), HCCL
+communicator names through the registry ``ge_group_name`` fills. The engine is the process group's
 backend: ``hccl`` on an Ascend device with torch_npu, ``gloo`` on the host device. Rank,
 world size and rendezvous come from the standard ``torchrun`` environment
 (``init_distributed``).
@@ -22,7 +24,6 @@ group and the rank.
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import os
 import tempfile
 import time
@@ -32,28 +33,28 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-WORLD_GROUP = "hccl_world_group"
-GROUP_PREFIX = "hccl_group_"
-MAX_GROUP_NAME = 128  # HCCL's limit on a group name (hcom_ops.h)
+# group naming is shared with lowering, so it lives below both (npu_inductor.ge.hccl_groups)
+from npu_inductor.ge.hccl_groups import (  # noqa: F401  (re-exported)
+    GROUP_PREFIX,
+    MAX_GROUP_NAME,
+    WORLD_GROUP,
+    CollectiveError,
+    ge_group_name,
+    group_size,
+    resolve_group,
+    torch_npu_available,
+)
+
 DEFAULT_TIMEOUT_S = 1836.0  # HCCL_EXEC_TIMEOUT's default
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # GE ``reduction`` attr -> torch ReduceOp
 REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT,
               "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
-_GROUPS: dict[str, Any] = {}
 _INIT_TIMEOUT_S: float | None = None
 
 
-class CollectiveError(RuntimeError):
-    """A collective failed or timed out; the message names the op, group and rank."""
-
-
 # ---- process-group setup -------------------------------------------------------------
-def torch_npu_available() -> bool:
-    return importlib.util.find_spec("torch_npu") is not None
-
-
 def default_backend() -> str:
     """``hccl`` where torch_npu provides it (Ascend device), else ``gloo`` (host device)."""
     return "hccl" if torch_npu_available() else "gloo"
@@ -85,63 +86,6 @@ def init_distributed(backend: str | None = None, timeout_s: float | None = None)
     _INIT_TIMEOUT_S = timeout_s
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
     return dist.group.WORLD
-
-
-# ---- group names ---------------------------------------------------------------------
-def _torch_group(group: Any) -> Any:
-    if isinstance(group, dist.ProcessGroup):
-        return group
-    from torch.distributed.distributed_c10d import _resolve_process_group
-
-    return _resolve_process_group(str(group))
-
-
-def _hccl_comm_name(pg: Any) -> str | None:
-    """torch_npu's HCCL communicator name for ``pg`` (None off Ascend)."""
-    if not torch_npu_available():
-        return None
-    try:
-        return pg._get_backend(torch.device("npu")).get_hccl_comm_name(pg.rank())
-    except (RuntimeError, AttributeError):
-        return None
-
-
-def ge_group_name(group: Any) -> str:
-    """The GE ``group`` attr for a torch group (name string or ProcessGroup); registers it."""
-    pg = _torch_group(group)
-    if pg == dist.group.WORLD:
-        name = WORLD_GROUP
-    else:
-        name = _hccl_comm_name(pg) or GROUP_PREFIX + pg.group_name
-    if len(name) > MAX_GROUP_NAME:
-        raise CollectiveError(f"group name {name!r} is longer than HCCL's {MAX_GROUP_NAME}")
-    _GROUPS[name] = pg
-    return name
-
-
-def resolve_group(name: str) -> Any:
-    """The ``ProcessGroup`` a GE ``group`` attr names. Names that spell a torch group are
-    looked up in c10d each time, so a re-created process group is never served stale."""
-    if not dist.is_initialized():
-        raise CollectiveError(f"GE collective on group {name!r}: torch.distributed is not "
-                              f"initialized (call npu_inductor.runtime.collectives."
-                              f"init_distributed() or torch.distributed.init_process_group)")
-    if name == WORLD_GROUP:
-        return dist.group.WORLD
-    if name.startswith(GROUP_PREFIX):
-        try:
-            return _torch_group(name[len(GROUP_PREFIX):])
-        except (ValueError, RuntimeError) as e:
-            raise CollectiveError(f"communicator group {name!r}: no such torch process group "
-                                  f"in this process ({e})") from e
-    pg = _GROUPS.get(name)  # torch_npu HCCL communicator names
-    if pg is None:
-        raise CollectiveError(f"unknown communicator group {name!r}; known: {sorted(_GROUPS)}")
-    return pg
-
-
-def group_size(group: Any) -> int:
-    return _torch_group(group).size()
 
 
 # ---- running one collective ----------------------------------------------------------
@@ -255,11 +199,16 @@ def rank_table(world_size: int, devices_per_server: int | None = None,
     """An HCCL rank table (A2 / 910B, version "1.0"): ``world_size`` ranks on
     ``world_size / devices_per_server`` servers ``node_0, node_1, ...``; rank ``r`` is device
     ``r % devices_per_server`` of server ``r // devices_per_server``. All values are strings,
-    as HCCL requires; ``device_ip`` (per rank) is only needed across servers."""
+    as HCCL requires; ``device_ip`` (per rank, from ``/etc/hccn.conf``) is listed where known
+    and required for every device of a multi-server table."""
     per = devices_per_server or world_size
     if world_size < 1 or per < 1 or world_size % per:
         raise ValueError(f"rank_table: {world_size} ranks do not fill servers of {per} devices")
     device_ips = device_ips or {}
+    missing = [r for r in range(world_size) if r not in device_ips]
+    if world_size > per and missing:
+        raise ValueError(f"rank_table: a multi-server rank table lists device_ip for every "
+                         f"device (/etc/hccn.conf address_<id>); missing for ranks {missing}")
     servers = []
     for s in range(world_size // per):
         devices = []
@@ -295,6 +244,24 @@ def hccl_env(rank: int, world_size: int, rank_table_file: str, device_id: int | 
             "HCCL_EXEC_TIMEOUT": str(exec_timeout_s), "HCCL_BUFFSIZE": str(buffsize_mb)}
 
 
+HCCN_CONF = "/etc/hccn.conf"
+
+
+def hccn_device_ips(path: str | None = None) -> dict[int, str]:
+    """Device id -> device IP from ``hccn.conf`` (``address_<id>=<ip>`` lines); {} if absent."""
+    try:
+        with open(path or HCCN_CONF) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return {}
+    ips = {}
+    for line in lines:
+        key, _, value = line.strip().partition("=")
+        if key.startswith("address_") and key[len("address_"):].isdigit() and value:
+            ips[int(key[len("address_"):])] = value.strip()
+    return ips
+
+
 def prepare_acl_hccl(folder: str, rank: int | None = None, world_size: int | None = None,
                      local_world_size: int | None = None) -> dict[str, str]:
     """Write this job's rank table into ``folder`` and export the HCCL env for this rank
@@ -304,13 +271,17 @@ def prepare_acl_hccl(folder: str, rank: int | None = None, world_size: int | Non
     rank = int(os.environ.get("RANK", "0")) if rank is None else rank
     world_size = int(os.environ.get("WORLD_SIZE", "1")) if world_size is None else world_size
     per = local_world_size or int(os.environ.get("LOCAL_WORLD_SIZE", str(world_size)))
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"rank_table_{world_size}.json")
-    tmp = f"{path}.{rank}.tmp"  # every rank writes the same table; rename is atomic
-    with open(tmp, "w") as f:
-        json.dump(rank_table(world_size, per), f, indent=1)
-    os.replace(tmp, path)
-    env = hccl_env(rank, world_size, os.environ.get("RANK_TABLE_FILE", path),
+    path = os.environ.get("RANK_TABLE_FILE")
+    if path is None:  # one server knows only its own device IPs: a multi-server job
+        path = os.path.join(folder, f"rank_table_{world_size}.json")  # brings its own table
+        node = rank // per
+        device_ips = {node * per + d: ip for d, ip in hccn_device_ips().items() if d < per}
+        os.makedirs(folder, exist_ok=True)
+        tmp = f"{path}.{rank}.tmp"  # every rank writes the same table; rename is atomic
+        with open(tmp, "w") as f:
+            json.dump(rank_table(world_size, per, device_ips), f, indent=1)
+        os.replace(tmp, path)
+    env = hccl_env(rank, world_size, path,
                    device_id=int(os.environ.get("LOCAL_RANK", rank % per)))
     for key, value in env.items():
         os.environ.setdefault(key, value)

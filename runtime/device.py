@@ -10,6 +10,7 @@ import functools
 import importlib.util
 import itertools
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from npu_inductor.runtime.allocator import AclBackend, CachingAllocator
 from npu_inductor.runtime.host_acl import HostAcl
 from npu_inductor.runtime.memory import DevicePtr
 
+ACL_SUCCESS = 0
+ACL_ERROR_REPEAT_INITIALIZE = 100002  # acl.init after torch_npu initialised ACL (acl_base_rt.h)
 # Deferred host output buffers get addresses here (never dereferenced as device memory).
 _OUTPUT_BASE = 1 << 46
 
@@ -75,45 +78,85 @@ class HostDevice:
 
 
 class AclDevice:
-    """A real Ascend device through pyACL (CANN); inputs are copied H2D, outputs D2H."""
+    """A real Ascend device through pyACL (CANN).
+
+    One device per process: ``device_id`` (the ``device_id`` option), else ``LOCAL_RANK``
+    (torchrun), else ``DEVICE_ID``, else 0. ``acl.init`` returning
+    ``ACL_ERROR_REPEAT_INITIALIZE`` means torch_npu initialised ACL already (not an error).
+    CPU tensors are copied H2D / D2H; tensors already on an NPU (torch_npu) are bound in
+    place and outputs are allocated on the device as NPU tensors.
+    """
 
     kind = "acl"
     MALLOC_HUGE_FIRST = 0
     MEMCPY_H2D = 1
     MEMCPY_D2H = 2
+    MEMCPY_D2D = 3
 
-    def __init__(self, device_id: int = 0) -> None:
+    def __init__(self, device_id: int | None = None) -> None:
         import acl  # only present where CANN is installed
 
         self.acl = acl
-        self.device_id = device_id
-        check(acl.init(), "acl.init")
-        check(acl.rt.set_device(device_id), "acl.rt.set_device")
-        self.context, ret = acl.rt.create_context(device_id)
+        self.device_id = resolve_device_id(device_id)
+        ret = acl.init()
+        if ret not in (ACL_SUCCESS, ACL_ERROR_REPEAT_INITIALIZE):
+            check(ret, "acl.init")
+        check(acl.rt.set_device(self.device_id), f"acl.rt.set_device({self.device_id})")
+        self.context, ret = acl.rt.create_context(self.device_id)
         check(ret, "acl.rt.create_context")
+        self.soc_name = acl.get_soc_name()  # aclrtGetSocName: ATC's --soc_version default
         self.allocator = CachingAllocator(AclBackend(acl))
+        self._owned: set[int] = set()  # blocks bind_input / alloc_output took
+        self.npu_io = False  # set per call by ``begin``: inputs on the NPU, outputs too
+
+    def begin(self, inputs: list[torch.Tensor]) -> None:
+        """Start one call: NPU-resident inputs make the outputs NPU tensors too."""
+        self.npu_io = any(t.device.type == "npu" for t in inputs)
 
     def bind_input(self, t: torch.Tensor) -> tuple[int, int]:
         t = t.contiguous()
         size = t.numel() * t.element_size()
+        if t.device.type == "npu":  # already device memory: bind in place
+            return t.data_ptr(), size
+        if size == 0:  # aclrtMalloc refuses size 0; an empty tensor needs no memory
+            return 0, 0
         ptr = self.allocator.malloc(size)
+        self._owned.add(ptr)
         check(self.acl.rt.memcpy(ptr, size, t.data_ptr(), size, self.MEMCPY_H2D),
-              "acl.rt.memcpy")
+              "acl.rt.memcpy(H2D)")
         return ptr, size
 
-    def alloc_output(self, dtype: torch.dtype, shape: tuple[int, ...]) -> tuple[int, int]:
-        size = torch.Size(shape).numel() * dtype.itemsize
-        return self.allocator.malloc(size), size
+    def alloc_output(self, dtype: torch.dtype, shape: tuple[int, ...],
+                     size: int | None = None) -> tuple[Any, int]:
+        """Device memory for an output: ``size`` bytes (the model's output size) or the
+        bytes of ``shape``."""
+        size = torch.Size(shape).numel() * dtype.itemsize if size is None else size
+        if self.npu_io:
+            out = torch.empty(size // dtype.itemsize, dtype=dtype, device="npu")
+            return _NpuOutput(out.data_ptr(), out), size
+        if size == 0:
+            return 0, 0
+        ptr = self.allocator.malloc(size)
+        self._owned.add(ptr)
+        return ptr, size
 
-    def fetch_output(self, ptr: int, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
-        out = torch.empty(shape, dtype=dtype)
+    def fetch_output(self, ptr: Any, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
+        tensor = getattr(ptr, "tensor", None)
+        if tensor is not None:  # an NPU tensor the model wrote into
+            return tensor[:torch.Size(shape).numel()].view(shape)
+        device = "npu" if self.npu_io else "cpu"
+        out = torch.empty(shape, dtype=dtype, device=device)
         size = out.numel() * out.element_size()
-        check(self.acl.rt.memcpy(out.data_ptr(), size, ptr, size, self.MEMCPY_D2H),
-              "acl.rt.memcpy")
+        if size:
+            kind = self.MEMCPY_D2D if self.npu_io else self.MEMCPY_D2H
+            check(self.acl.rt.memcpy(out.data_ptr(), size, int(ptr), size, kind),
+                  "acl.rt.memcpy(D2H)")
         return out
 
-    def release(self, ptr: int) -> None:
-        self.allocator.free(ptr)
+    def release(self, ptr: Any) -> None:
+        if ptr in self._owned:
+            self._owned.discard(ptr)
+            self.allocator.free(ptr)
 
     def configure_model(self, model_id: int, config: Any) -> None:
         """ATC plans the .om's memory itself; only the allocator limit applies here."""
@@ -127,28 +170,57 @@ class AclDevice:
         path.write_text(json.dumps(self.memory_plan(model_id), indent=1))
 
 
+class _NpuOutput(int):
+    """An output buffer address that is an NPU tensor's memory (kept alive here)."""
+
+    tensor: torch.Tensor
+
+    def __new__(cls, addr: int, tensor: torch.Tensor) -> _NpuOutput:
+        obj = super().__new__(cls, addr)
+        obj.tensor = tensor
+        return obj
+
+
+def resolve_device_id(device_id: int | None = None) -> int:
+    """The acl device of this process: the option, else ``LOCAL_RANK`` (torchrun), else
+    ``DEVICE_ID``, else 0."""
+    if device_id is not None:
+        return int(device_id)
+    for var in ("LOCAL_RANK", "DEVICE_ID"):
+        raw = os.environ.get(var, "").strip()
+        if raw:
+            if not raw.isdigit():
+                raise DeviceError(f"{var}={raw!r} is not a device id (a non-negative integer)")
+            return int(raw)
+    return 0
+
+
 def acl_available() -> bool:
     return importlib.util.find_spec("acl") is not None
 
 
-def get_device(kind: str = "auto") -> HostDevice | AclDevice:
+def get_device(kind: str = "auto", device_id: int | None = None) -> HostDevice | AclDevice:
     """The process-wide device of ``kind`` (``auto`` picks acl where pyACL exists; it is
-    the same object as the device it picks, so ``memory_stats()`` sees every model)."""
+    the same object as the device it picks, so ``memory_stats()`` sees every model);
+    ``device_id`` selects the acl device (default: ``resolve_device_id``)."""
     if kind == "auto":
         kind = "acl" if acl_available() else "host"
-    return _device(kind)
+    return _device(kind, device_id if kind == "acl" else None)
 
 
 @functools.cache
-def _device(kind: str) -> HostDevice | AclDevice:
+def _device(kind: str, device_id: int | None) -> HostDevice | AclDevice:
     if kind == "host":
         return HostDevice()
     if kind == "acl":
         if not acl_available():
             raise DeviceError("device='acl' needs CANN's pyACL (`import acl`); it is not "
                               "installed here. Use device='host' or 'auto'.")
-        return AclDevice()
+        return AclDevice(device_id)
     raise DeviceError(f"unknown device {kind!r}")
+
+
+get_device.cache_clear = _device.cache_clear  # type: ignore[attr-defined]  (tests' fakes)
 
 
 # ---- public memory API (``npu_inductor.memory_stats()`` etc.) --------------------------------
@@ -168,8 +240,9 @@ def reset_peak_memory_stats(device: str = "auto") -> None:
     get_device(device).allocator.reset_peak_memory_stats()
 
 
-def set_memory_limit(limit: int | None, device: str = "auto") -> None:
-    """Cap the device memory the allocator may reserve (bytes; None: unlimited)."""
+def set_memory_limit(limit: int | str | None, device: str = "auto") -> None:
+    """Cap the device memory the allocator may reserve (bytes or a size string such as
+    ``"512MiB"``; None: unlimited)."""
     get_device(device).allocator.set_memory_limit(limit)
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from npu_inductor.ge.device_rules import check_graph, input_index_by_name
 from npu_inductor.ge.ir import Graph, OpNode
 from npu_inductor.ge.op_specs import get_spec
 from npu_inductor.runtime.kernels import KERNELS, OUT_KERNELS, RUNTIME, SPECIALIZERS
@@ -38,7 +39,6 @@ from npu_inductor.runtime.memory_plan import (
     PlanStep,
     plan_memory,
 )
-
 
 _SPEC_CONST_MAX = 64  # Const inputs decoded for kernel specialization: shapes, axes, sizes
 
@@ -70,23 +70,20 @@ class Bound:
 
 
 def _arg_layout(op: OpNode, slot_of: dict[str, int]) -> tuple:
-    """Group an op's edge strings by prototype port (dynamic ports become tuples)."""
+    """Group an op's edge strings by prototype port (dynamic ports become tuples), matching
+    inputs by name through the op's port-name maps as GE does."""
     spec = get_spec(op.type)
     data_edges = [e for e in op.inputs if not e.endswith(":-1")]
-    descs = list(op.input_descs)
+    index = input_index_by_name(op)
     args: list[Any] = []
-    pos = 0
     for port in spec.inputs:
         if port.kind == "dynamic":
             group = []
-            while pos < len(descs) and descs[pos].name.startswith(port.name) and \
-                    descs[pos].name[len(port.name):].isdigit():
-                group.append(slot_of[data_edges[pos]])
-                pos += 1
+            while f"{port.name}{len(group)}" in index:
+                group.append(slot_of[data_edges[index[f"{port.name}{len(group)}"]]])
             args.append(tuple(group))
-        elif pos < len(descs) and descs[pos].name == port.name:
-            args.append(None if data_edges[pos] == "" else slot_of[data_edges[pos]])
-            pos += 1
+        elif port.name in index and data_edges[index[port.name]] != "":
+            args.append(slot_of[data_edges[index[port.name]]])
         else:
             args.append(None)
     while args and args[-1] is None:
@@ -122,6 +119,7 @@ class HostModel:
 
     # ---- loading ---------------------------------------------------------------------------
     def _build(self) -> None:
+        check_graph(self.graph)  # refuse what the device refuses (device_rules.py)
         slot_of: dict[str, int] = {}
         raw: list[tuple[OpNode, tuple]] = []
         data_slot: dict[int, int] = {}
@@ -151,7 +149,8 @@ class HostModel:
         for op, args in raw:
             first = slot_of[f"{op.name}:0"]
             outs = tuple(range(first, first + max(len(op.output_descs), 1)))
-            attrs = {k: _py(a.value) for k, a in op.attrs.items()}
+            attrs = {k: _py(a.value) for k, a in op.attrs.items()
+                     if not k.startswith("_")}  # private GE attrs (port-name maps)
             self.steps.append(Step(op, self._kernel(op, args, attrs), args, attrs, outs,
                                    tuple(sig_of[s] for s in outs)))
         self._produced = {s for st in self.steps for s in st.outs}
@@ -225,6 +224,8 @@ class HostModel:
 
     def _execute(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         if self.plan is None or self.allocator is None:
+            if getattr(self.allocator, "limit", None) is not None:
+                return self._run_accounted(inputs)
             return self._run(inputs, {}, None)
         addr = self.allocator.malloc(self.plan.workspace_bytes)
         try:
@@ -254,6 +255,11 @@ class HostModel:
             self._codegen = gen = (self.bound, fast is not None, fast)
         if gen[2] is not None:
             return gen[2](inputs, views, ws)
+        return self._interpret(inputs, views, ws)
+
+    def _interpret(self, inputs: Sequence[torch.Tensor], views: dict[int, torch.Tensor],
+                   ws: torch.Tensor | None, account: _Accounting | None = None
+                   ) -> list[torch.Tensor]:
         vals: list[Any] = [None] * self.num_slots
         for slot, t in self.consts.items():
             vals[slot] = t
@@ -267,9 +273,22 @@ class HostModel:
                 op = b.step.op
                 raise HostExecutionError(f"GE op {op.name!r} ({op.type}) failed on the host "
                                          f"device: {type(e).__name__}: {e}") from e
+            if account is not None:
+                account.track(b, vals)
             for s in b.frees:
+                if account is not None:
+                    account.release(s)
                 vals[s] = None
         return self._outputs(vals)
+
+    def _run_accounted(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Without a static plan, under a memory limit: every intermediate's bytes are taken
+        from the caching allocator while it lives, so the limit holds (interpreted run)."""
+        account = _Accounting(self.allocator, [*inputs, *self.consts.values()])
+        try:
+            return self._interpret(inputs, {}, None, account)
+        finally:
+            account.close()
 
     def _outputs(self, vals: list[Any]) -> list[torch.Tensor]:
         produced = self._produced
@@ -291,6 +310,55 @@ class HostModel:
         for b in data["buffers"]:
             b["tensors"] = [names[s] for s in b["slots"]]
         return {"graph": self.graph.name, "planned": True, **data}
+
+
+class _Accounting:
+    """Intermediates of an unplanned run held as allocator blocks (one per storage)."""
+
+    def __init__(self, allocator: Any, external: Sequence[torch.Tensor]) -> None:
+        self.allocator = allocator
+        self.external = {t.untyped_storage().data_ptr() for t in external
+                         if isinstance(t, torch.Tensor)}
+        self.blocks: dict[int, list[int]] = {}  # storage ptr -> [block address, slot refs]
+        self.slot_storage: dict[int, int] = {}
+
+    def track(self, b: Bound, vals: list[Any]) -> None:
+        for s, dest in zip(b.step.outs, b.dests):
+            t = vals[s]
+            if dest[0] != "keep" or not isinstance(t, torch.Tensor):
+                continue
+            storage = t.untyped_storage()
+            key = storage.data_ptr()
+            if key in self.external or storage.nbytes() == 0:
+                continue
+            if key not in self.blocks:
+                self.blocks[key] = [self._malloc(b, storage.nbytes()), 0]
+            self.blocks[key][1] += 1
+            self.slot_storage[s] = key
+
+    def _malloc(self, b: Bound, nbytes: int) -> int:
+        from npu_inductor.runtime.allocator import NpuOutOfMemoryError
+
+        try:
+            return self.allocator.malloc(nbytes)
+        except NpuOutOfMemoryError as e:
+            op = b.step.op
+            raise NpuOutOfMemoryError(f"GE op {op.name!r} ({op.type}) of graph without a "
+                                      f"static memory plan: {e}") from None
+
+    def release(self, slot: int) -> None:
+        key = self.slot_storage.pop(slot, None)
+        if key is None:
+            return
+        block = self.blocks[key]
+        block[1] -= 1
+        if block[1] == 0:
+            self.allocator.free(self.blocks.pop(key)[0])
+
+    def close(self) -> None:
+        for addr, _ in self.blocks.values():
+            self.allocator.free(addr)
+        self.blocks.clear()
 
 
 def _can_out(st: Step) -> bool:

@@ -4,6 +4,7 @@ import pytest
 from harness import check_model
 from models import make
 
+from npu_inductor.ge.device_rules import find_violations
 from npu_inductor.ge.op_specs import get_spec
 
 # (model, train) pairs; train=True also compares every parameter gradient.
@@ -18,6 +19,7 @@ def test_model_matches_eager(name, train):
     for g in graphs:
         for op in g.lowered.graph.ops:
             get_spec(op.type)  # every emitted op type is in the op-spec table
+        assert find_violations(g.lowered.graph) == []  # device rules (Ascend910B1)
     if train:
         kinds = {g.name.split("_")[0] for g in graphs}
         assert {"forward", "backward"} <= kinds, kinds

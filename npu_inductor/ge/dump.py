@@ -56,7 +56,8 @@ def _desc(d: TensorDesc) -> str:
 
 
 def format_op(op: OpNode) -> str:
-    attrs = ", ".join(f"{k}={_value(a)}" for k, a in op.attrs.items())
+    attrs = ", ".join(f"{k}={_value(a)}" for k, a in op.attrs.items()
+                      if not k.startswith("_"))  # private GE attrs (port-name maps)
     args = ", ".join(_ref(e) for e in op.inputs)
     if op.type == "NetOutput":
         return f"  return ({args})"

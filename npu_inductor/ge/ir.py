@@ -7,18 +7,22 @@ input) and carries one ``TensorDesc`` per input and output, named after the prot
 ports (``x1``, ``x0..xN-1`` for dynamic inputs, ``y``). Attributes keep the prototype's
 attr type next to the value so that serialization picks the right ``AttrDef`` field.
 Records are frozen; the builder checks every op against the op-spec table as it is added,
-so an op a real GE would reject never exists.
+writes the port-name maps GE matches inputs by (``_input_name_key`` ...), and checks the
+finished graph against the device rules (``device_rules.py``), so an op or a graph a real
+GE would reject never exists.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 
 from npu_inductor.ge import op_specs
+from npu_inductor.ge import soc as kernels
 from npu_inductor.ge.op_specs import OpSpecError
 
 DYNAMIC_DIM = -1
@@ -121,13 +125,14 @@ DATA_TYPES = ("Data", "RefData")
 class GraphBuilder:
     """Builds a ``Graph`` op by op, checking each op against its prototype."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, soc: str | None = None) -> None:
         self.name = sanitize_name(name)
+        self.soc = soc  # target SoC version: ops are dtype-gated against its kernels
         self._ops: list[OpNode] = []
         self._names: dict[str, int] = {}
         self._num_data = 0
-        self._has_output = False
         self.side_effects: list[str] = []  # ops NetOutput keeps alive by control edges
+        self._has_output = False
 
     def unique(self, base: str) -> str:
         """A graph-unique op name derived from ``base`` (``base``, ``base_1``, ...)."""
@@ -146,25 +151,28 @@ class GraphBuilder:
         desc_shape = tuple(int(d) for d in shape)
         index = self._num_data
         self._num_data += 1
-        op = OpNode(self.unique(name), "RefData" if ref else "Data", (),
-                    {"index": Attr("Int", index)},
-                    (TensorDesc("x", dtype, desc_shape),), (TensorDesc("y", dtype, desc_shape),))
+        op = _node(self.unique(name), "RefData" if ref else "Data", (),
+                   {"index": Attr("Int", index)}, (TensorDesc("x", dtype, desc_shape),),
+                   (TensorDesc("y", dtype, desc_shape),))
         self._ops.append(op)
         return Value(op.name, 0, dtype, desc_shape)
 
     def const(self, tensor: torch.Tensor, name: str) -> Value:
         t = tensor.detach().to("cpu").contiguous().clone()
-        op = OpNode(self.unique(name), "Const", (), {"value": Attr("Tensor", t)}, (),
-                    (TensorDesc("y", t.dtype, tuple(t.shape)),))
+        op = _node(self.unique(name), "Const", (), {"value": Attr("Tensor", t)}, (),
+                   (TensorDesc("y", t.dtype, tuple(t.shape)),))
         self._ops.append(op)
         return Value(op.name, 0, t.dtype, tuple(t.shape))
 
     def op(self, op_type: str, name: str, inputs: Sequence[Value | Sequence[Value] | None],
            attrs: dict[str, Any] | None = None, outputs: Sequence[OutSpec] = (),
-           control: Sequence[str] = ()) -> tuple[Value, ...]:
+           control: Sequence[str] = (),
+           layout: tuple[Sequence[str], Sequence[str], str] | None = None) -> tuple[Value, ...]:
         """Add one op. ``inputs`` follow the prototype's input order; a dynamic input takes a
         list; ``None`` (or a missing trailing input) leaves an optional input unfed.
-        ``control`` names ops that must run first (control edges, e.g. an ``Assert``)."""
+        ``control`` names ops that must run first (control edges, e.g. an ``Assert``).
+        ``layout`` = (input ports, output ports, format): those descs carry ``format``
+        (torchair's ``specific_op_input_layout`` / ``specific_op_output_layout``)."""
         spec = op_specs.get_spec(op_type)
         attrs = dict(attrs or {})
         op_specs.check_attrs(spec, attrs)
@@ -172,7 +180,11 @@ class GraphBuilder:
         edges += [f"{c}:-1" for c in control]
         typed = {k: Attr(spec.attrs[k].type, _freeze(v)) for k, v in sorted(attrs.items())}
         out_descs = self._out_descs(spec, outputs)
-        node = OpNode(self.unique(name), op_type, tuple(edges), typed, tuple(descs), out_descs)
+        if layout is not None:
+            descs, out_descs = _with_layout(descs, layout[0], layout[2]), \
+                _with_layout(out_descs, layout[1], layout[2])
+        self._gate(op_type, name, descs, out_descs)
+        node = _node(self.unique(name), op_type, tuple(edges), typed, tuple(descs), out_descs)
         self._ops.append(node)
         return tuple(Value(node.name, i, d.dtype, d.shape) for i, d in enumerate(out_descs))
 
@@ -201,6 +213,23 @@ class GraphBuilder:
                 descs.append(TensorDesc(port.name, given.dtype, given.shape))
         return _trim_unfed(edges, descs)
 
+    def _gate(self, op_type: str, name: str, descs: Sequence[TensorDesc],
+              out_descs: Sequence[TensorDesc]) -> str | None:
+        """The op's kernel kind on ``self.soc`` (None: ungated); raises
+        ``DeviceDtypeError`` when the SoC has no kernel for it."""
+        if self.soc is None:
+            return None
+        ports = kernels.Ports.of({d.name: d.dtype for d in descs if not d.unfed},
+                                 {d.name: d.dtype for d in out_descs})
+        return kernels.classify(op_type, ports, self.soc, name)
+
+    def kernel_kind(self, op_type: str, inputs: Sequence[Value | Sequence[Value] | None],
+                    outputs: Sequence[OutSpec], name: str = "?") -> str | None:
+        """What ``op`` would classify the op as, without adding it."""
+        spec = op_specs.get_spec(op_type)
+        _, descs = self._wire_inputs(spec, list(inputs))
+        return self._gate(op_type, name, descs, self._out_descs(spec, outputs))
+
     @staticmethod
     def _out_descs(spec: op_specs.OpSpec, outputs: Sequence[OutSpec]) -> tuple[TensorDesc, ...]:
         ports = spec.outputs
@@ -214,6 +243,19 @@ class GraphBuilder:
             names = [p.name for p in ports]
         return tuple(TensorDesc(n, dt, tuple(int(d) for d in shape))
                      for n, (dt, shape) in zip(names, outputs))
+
+    def readers(self, edge: str, through: frozenset[str] = frozenset()) -> list[str]:
+        """Names of the ops so far that read ``edge``, also through ops of the types in
+        ``through`` (views sharing its memory)."""
+        found, todo = [], [edge]
+        while todo:
+            e = todo.pop()
+            for op in self._ops:
+                if e in op.inputs and op.name not in found:
+                    found.append(op.name)
+                    if op.type in through:
+                        todo.append(f"{op.name}:0")
+        return found
 
     def op_type(self, name: str) -> str | None:
         """The type of the op named ``name`` (None when there is none)."""
@@ -230,10 +272,43 @@ class GraphBuilder:
         self._has_output = True
         descs = tuple(TensorDesc(f"input{k}", v.dtype, v.shape) for k, v in enumerate(values))
         edges = tuple(v.edge for v in values) + tuple(f"{c}:-1" for c in self.side_effects)
-        self._ops.append(OpNode(self.unique("NetOutput"), "NetOutput", edges, {}, descs, ()))
+        self._ops.append(_node(self.unique("NetOutput"), "NetOutput", edges, {}, descs, ()))
+
+    def _data_first(self) -> None:
+        """Inputs numbered as GE exports them: every ``Data`` first, then the ``RefData``
+        (``index_map``: creation-order index -> final index)."""
+        inputs = sorted((op for op in self._ops if op.type in DATA_TYPES),
+                        key=lambda o: (o.type == "RefData", o.attr("index")))
+        self.index_map = {op.attr("index"): k for k, op in enumerate(inputs)}
+        if all(old == new for old, new in self.index_map.items()):
+            return
+        self._ops = [_reindexed(op, self.index_map[op.attr("index")])
+                     if op.type in DATA_TYPES else op for op in self._ops]
 
     def build(self, attrs: dict[str, Attr] | None = None) -> Graph:
-        return Graph(self.name, tuple(self._ops), dict(attrs or {}))
+        """The finished graph, checked against the device rules (``DeviceRuleError``)."""
+        from npu_inductor.ge.device_rules import check_graph
+        self._data_first()
+        graph = Graph(self.name, tuple(self._ops), dict(attrs or {}))
+        check_graph(graph)
+        return graph
+
+
+def _reindexed(op: OpNode, index: int) -> OpNode:
+    return replace(op, attrs={**op.attrs, "index": Attr("Int", index)})
+
+
+def _node(name: str, op_type: str, inputs: tuple[str, ...], attrs: dict[str, Attr],
+          input_descs: tuple[TensorDesc, ...], output_descs: tuple[TensorDesc, ...]) -> OpNode:
+    """An op record carrying the port-name maps GE matches its inputs by."""
+    from npu_inductor.ge.device_rules import port_name_attrs
+    return OpNode(name, op_type, inputs, {**attrs, **port_name_attrs(input_descs, output_descs)},
+                  input_descs, output_descs)
+
+
+def _with_layout(descs: Sequence[TensorDesc], ports: Sequence[str], layout: str) -> tuple:
+    return tuple(replace(d, layout=layout) if d.name in ports and not d.unfed else d
+                 for d in descs)
 
 
 def _trim_unfed(edges: list[str], descs: list[TensorDesc]) -> tuple[list[str], list]:

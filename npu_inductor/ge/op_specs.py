@@ -90,7 +90,8 @@ def parse_types(text: str) -> frozenset[torch.dtype] | None:
     if "TensorType" not in text and "DT_" not in text:
         return None  # symbolic ("T1") or malformed in the source header: not checkable
     names: set[str] = set(re.findall(r"DT_[A-Z0-9_]+", text))
-    # named sets appear as ``BasicType()`` and, in a few headers, bare: ``TensorType(UnaryDataType)``
+    # named sets appear as ``BasicType()`` and, in a few headers, bare:
+    # ``TensorType(UnaryDataType)``
     named_sets = set(re.findall(r"([A-Za-z]+)\(\)", text))
     named_sets |= {w for w in re.findall(r"\b([A-Za-z]+)\b", text) if w in _NAMED_SETS}
     for named in named_sets:

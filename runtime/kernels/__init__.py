@@ -59,12 +59,19 @@ def as_list(x: Any) -> Any:
     return x if isinstance(x, list) else x.tolist()
 
 
-from npu_inductor.runtime.kernels import array, elementwise, math  # noqa: E402,F401
-from npu_inductor.runtime.kernels import creation, index  # noqa: E402,F401
-from npu_inductor.runtime.kernels import nn  # noqa: E402,F401
-from npu_inductor.runtime.kernels import collectives  # noqa: E402,F401
-from npu_inductor.runtime.kernels import activation, reduction  # noqa: E402,F401
-from npu_inductor.runtime.kernels import fused  # noqa: E402,F401
-from npu_inductor.runtime.kernels import symbolic  # noqa: E402,F401
-from npu_inductor.runtime.kernels import spectral  # noqa: E402,F401
-from npu_inductor.runtime.kernels import linalg  # noqa: E402,F401
+# importing registers the kernels (after ``kernel`` is defined above)
+from npu_inductor.runtime.kernels import (  # noqa: E402,F401
+    activation,
+    array,
+    collectives,
+    creation,
+    elementwise,
+    fused,
+    index,
+    linalg,
+    math,
+    nn,
+    reduction,
+    spectral,
+    symbolic,
+)

@@ -20,7 +20,6 @@ kernel("Sigmoid", out=True)(torch.sigmoid)
 kernel("Tanh", out=True)(torch.tanh)
 kernel("Mish")(F.mish)
 kernel("HardSwish")(F.hardswish)
-kernel("LogSigmoid")(F.logsigmoid)
 
 
 @kernel("GeluV2", out=True)

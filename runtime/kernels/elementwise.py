@@ -27,7 +27,7 @@ _TORCH_FNS = {
     "LeftShift": torch.bitwise_left_shift, "RightShift": torch.bitwise_right_shift,
     "SelectV2": torch.where, "Lerp": torch.lerp,
     "Neg": torch.neg, "Abs": torch.abs, "Sqrt": torch.sqrt, "Rsqrt": torch.rsqrt,
-    "Square": torch.square, "Reciprocal": torch.reciprocal, "Sign": torch.sgn,
+    "Reciprocal": torch.reciprocal, "Sign": torch.sgn,
     "Erf": torch.erf, "Erfc": torch.erfc, "Erfinv": torch.erfinv,
     "Log1p": torch.log1p, "Expm1": torch.expm1,
     "Sin": torch.sin, "Cos": torch.cos, "Tan": torch.tan, "Asin": torch.asin,
@@ -58,7 +58,7 @@ for _name, _fn in {"NextAfter": torch.nextafter, "Igamma": torch.igamma,
 
 # torch functions with an out= variant: the memory plan hands them their destination
 _OUT_OK = {"Add", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Neg", "Abs", "Sqrt", "Rsqrt",
-           "Square", "Reciprocal", "Erf", "Sin", "Cos"}
+           "Reciprocal", "Erf", "Sin", "Cos"}
 for _name, _fn in _TORCH_FNS.items():
     kernel(_name, out=_name in _OUT_OK)(_fn)
 

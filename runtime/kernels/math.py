@@ -20,7 +20,7 @@ def _specialize_matmul(consts, attrs):
     return matmul_2d
 
 
-@kernel("MatMulV2", "MatMul", out=True, specialize=_specialize_matmul)
+@kernel("MatMulV2", out=True, specialize=_specialize_matmul)
 def matmul(x1, x2, bias=None, offset_w=None, transpose_x1=False, transpose_x2=False, offset_x=0,
            out=None):
     flags = {"transpose_x1": transpose_x1, "transpose_x2": transpose_x2}
@@ -45,7 +45,7 @@ def _specialize_batch_matmul(consts, attrs):
     return batch_matmul_2d
 
 
-@kernel("BatchMatMulV2", "BatchMatMul", out=True, specialize=_specialize_batch_matmul)
+@kernel("BatchMatMulV2", out=True, specialize=_specialize_batch_matmul)
 def batch_matmul(x1, x2, bias=None, offset_w=None, adj_x1=False, adj_x2=False, offset_x=0,
                  out=None):
     flags = {"adj_x1": adj_x1, "adj_x2": adj_x2}

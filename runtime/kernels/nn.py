@@ -64,18 +64,71 @@ def conv2d_backprop_filter(x, filter_size, out_backprop, strides=(), pads=(),
 
 
 # ---- pooling --------------------------------------------------------------------------
-@kernel("MaxPoolWithArgmaxV3")
-def max_pool_with_argmax_v3(x, ksize=(), strides=(), pads=(), dtype=3, dilation=(1, 1),
-                            ceil_mode=False, data_format="NCHW"):
-    y, argmax = aten.max_pool2d_with_indices(x, ksize, strides, pads, dilation, ceil_mode)
-    return y, argmax.to(from_cpp(dtype))
+MASK_BITS = 16  # MaxPoolWithArgmaxV1: output positions per uint16 mask element
 
 
-@kernel("MaxPoolGradWithArgmaxV3")
-def max_pool_grad_with_argmax_v3(x, grad, argmax, ksize=(), strides=(), pads=(), dtype=3,
-                                 dilation=(1, 1), ceil_mode=False, data_format="NCHW"):
-    return aten.max_pool2d_with_indices_backward(grad, x, ksize, strides, pads, dilation,
-                                                 ceil_mode, argmax.long())
+def _v1_window(ksize, strides, pads, dilation) -> tuple[list[int], ...]:
+    """The (h, w) entries of V1's ``[1, h, w, 1]`` attrs."""
+    return tuple(list(v[1:3]) for v in (ksize, strides, pads, dilation))
+
+
+def _window_origin(out_hw, strides, pads, in_w) -> torch.Tensor:
+    """Flat input index of each output position's window origin (may be in the padding)."""
+    hs = torch.arange(out_hw[0]) * strides[0] - pads[0]
+    ws = torch.arange(out_hw[1]) * strides[1] - pads[1]
+    return (hs[:, None] * in_w + ws[None, :]).reshape(-1)
+
+
+def _indices_to_mask(idx: torch.Tensor, in_w: int, k, s, p, d) -> torch.Tensor:
+    """torch indices -> V1's mask: bit ``q % 16`` of ``[n, c, tap, q // 16]`` marks output
+    position ``q`` taking its maximum at window offset ``tap``."""
+    n, c, oh, ow = idx.shape
+    rows = idx // in_w - (torch.arange(oh) * s[0] - p[0])[:, None]
+    cols = idx % in_w - (torch.arange(ow) * s[1] - p[1])[None, :]
+    tap = ((rows // d[0]) * k[1] + cols // d[1]).reshape(n, c, -1)
+    taps, positions = k[0] * k[1], oh * ow
+    words = -(-positions // MASK_BITS) + 1
+    hit = tap[:, :, None, :] == torch.arange(taps)[:, None]
+    bits = hit.new_zeros((n, c, taps, words * MASK_BITS))
+    bits[..., :positions] = hit
+    weights = torch.ones(MASK_BITS, dtype=torch.int32) << torch.arange(MASK_BITS, dtype=torch.int32)
+    packed = (bits.view(n, c, taps, words, MASK_BITS).int() * weights).sum(-1, dtype=torch.int32)
+    return packed.to(torch.uint16)
+
+
+def _mask_to_indices(mask: torch.Tensor, in_w: int, out_hw, k, s, p, d) -> torch.Tensor:
+    """V1's mask -> torch indices; a mask without exactly one bit per output is refused."""
+    n, c, taps, words = mask.shape
+    positions = out_hw[0] * out_hw[1]
+    if taps != k[0] * k[1] or words != -(-positions // MASK_BITS) + 1:
+        raise ValueError(f"MaxPoolGradWithArgmaxV1: argmax mask shape {list(mask.shape)} is "
+                         f"not [N, C, {k[0] * k[1]}, {-(-positions // MASK_BITS) + 1}]")
+    shifts = torch.arange(MASK_BITS, dtype=torch.int32)
+    bits = (mask.to(torch.int32)[..., None] >> shifts) & 1
+    bits = bits.reshape(n, c, taps, -1)[..., :positions]
+    if not bool((bits.sum(2) == 1).all()):
+        raise ValueError("MaxPoolGradWithArgmaxV1: argmax mask must mark exactly one window "
+                         "offset per output position")
+    tap = bits.argmax(2)
+    offset = (tap // k[1]) * d[0] * in_w + (tap % k[1]) * d[1]
+    idx = _window_origin(out_hw, s, p, in_w) + offset
+    return idx.reshape(n, c, *out_hw)
+
+
+@kernel("MaxPoolWithArgmaxV1")
+def max_pool_with_argmax_v1(x, ksize=(), strides=(), pads=(), dtype=3,
+                            dilation=(1, 1, 1, 1), ceil_mode=False):
+    k, s, p, d = _v1_window(ksize, strides, pads, dilation)
+    y, idx = aten.max_pool2d_with_indices(x, k, s, p, d, ceil_mode)
+    return y, _indices_to_mask(idx, x.shape[-1], k, s, p, d)
+
+
+@kernel("MaxPoolGradWithArgmaxV1")
+def max_pool_grad_with_argmax_v1(x, grad, argmax, ksize=(), strides=(), pads=(), dtype=3,
+                                 dilation=(1, 1, 1, 1), ceil_mode=False):
+    k, s, p, d = _v1_window(ksize, strides, pads, dilation)
+    idx = _mask_to_indices(argmax, x.shape[-1], grad.shape[-2:], k, s, p, d)
+    return aten.max_pool2d_with_indices_backward(grad, x, k, s, p, d, ceil_mode, idx)
 
 
 def _avg_args(ksize, strides, pads, ceil_mode, exclusive, divisor_override):
@@ -107,9 +160,13 @@ def avg_pool_v2_grad(orig_input_shape, input_grad, ksize=(), strides=(),
 @kernel("BatchNormV3")
 def batch_norm_v3(x, weight, bias, running_mean, running_var, epsilon=1e-5, momentum=0.1,
                   is_training=True):
+    # GE keeps running statistics in float32 whatever the parameters' dtype; torch wants
+    # them in the parameters' dtype (exact here: they were cast up from it)
+    stat = running_mean.dtype
     y, save_mean, save_rstd, mean, var = aten._native_batch_norm_legit_functional(
-        x, weight, bias, running_mean, running_var, is_training, momentum, epsilon)
-    return y, mean, var, save_mean, save_rstd
+        x, weight, bias, running_mean.to(weight.dtype), running_var.to(weight.dtype),
+        is_training, momentum, epsilon)
+    return y, mean.to(stat), var.to(stat), save_mean, save_rstd
 
 
 @kernel("BNInfer")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import torch
-from npu_inductor.runtime.kernels import kernel
 
 from npu_inductor.ge.dtypes import from_cpp
+from npu_inductor.runtime.kernels import kernel
 
 
 @kernel("Shape")

@@ -40,7 +40,14 @@ def test_csv_schema_and_accuracy(bench_out) -> None:
         assert float(r["dynamo_peak_mem"]) >= 0
     graph_rows = [r for r in rows if r["backend"] != "eager"]
     assert all(int(r["ge_graphs"]) >= 1 and int(r["ge_ops"]) > 0 for r in graph_rows)
+    # kernel kinds on the target SoC (Ascend910B1): the MLP is all AI Core
+    assert all(0 < int(r["aicore_ops"]) <= int(r["ge_ops"]) for r in graph_rows), graph_rows
+    assert all(r["aicpu_ops"] == "0" and r["unproven_ops"] == "0" for r in graph_rows)
     assert all(float(r["compilation_latency"]) > 0 for r in graph_rows)
+    npu = next(r for r in rows if r["backend"] == "npu")  # cold: an empty compile cache
+    assert int(npu["cache_misses"]) >= 1 and int(npu["cache_hits"]) == 0
+    assert npu["warm_kind"] == "fresh_process_warm_cache"  # warm: every graph a cache hit
+    assert int(npu["warm_cache_hits"]) == int(npu["cache_misses"])
 
 
 def test_json_and_charts(bench_out) -> None:

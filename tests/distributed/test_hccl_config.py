@@ -75,3 +75,21 @@ def test_exec_timeout_env(monkeypatch):
     assert comm.exec_timeout_s() == 7
     monkeypatch.setenv("HCCL_EXEC_TIMEOUT", "0")  # HCCL's "never": the group's own timeout
     assert comm.exec_timeout_s() is None
+
+
+def test_multi_server_rank_table_needs_every_device_ip():
+    with pytest.raises(ValueError, match=r"device_ip for every device.*\[2, 3\]"):
+        comm.rank_table(4, devices_per_server=2, device_ips={0: "10.0.0.1", 1: "10.0.0.2"})
+
+
+def test_prepare_acl_hccl_lists_device_ips_from_hccn_conf(tmp_path, monkeypatch):
+    for var in HCCL_VARS:
+        monkeypatch.delenv(var, raising=False)
+    conf = tmp_path / "hccn.conf"
+    conf.write_text("address_0=192.168.1.8\nnetmask_0=255.255.255.0\naddress_1=192.168.1.9\n")
+    monkeypatch.setattr(comm, "HCCN_CONF", str(conf))
+    comm.prepare_acl_hccl(str(tmp_path), rank=0, world_size=2, local_world_size=2)
+    table = json.loads((tmp_path / "rank_table_2.json").read_text())
+    devices = table["server_list"][0]["device"]
+    assert [(d["device_id"], d["device_ip"], d["rank_id"]) for d in devices] == [
+        ("0", "192.168.1.8", "0"), ("1", "192.168.1.9", "1")]

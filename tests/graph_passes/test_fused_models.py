@@ -17,11 +17,20 @@ from models import make
 
 from npu_inductor.graph_passes import counters
 
+# fp16/bf16 inference vs eager: both round, at different points of the fused ops
+LOW_TOL = {torch.float16: 1e-2, torch.bfloat16: 5e-2}
 
-def _compile(name: str, train: bool = False, **options):
+
+def _compile(name: str, train: bool = False, dtype: torch.dtype = torch.float32, **options):
     model, inputs = make(name)
+    model = model.to(dtype)
+    inputs = tuple(x.to(dtype) if x.is_floating_point() else x for x in inputs)
     before = collections.Counter(counters)
-    graphs = check_model(model, inputs, train=train, options=options or None)
+    tol = LOW_TOL.get(dtype, 1e-5 if dtype == torch.float32 else 1e-2)
+    if options.get("precision_mode", "must_keep_origin_dtype") != "must_keep_origin_dtype":
+        tol = LOW_TOL[torch.float16]  # fp32 attention computed in fp16
+    graphs = check_model(model, inputs, train=train, options=options or None,
+                         rtol=tol, atol=tol if tol > 1e-5 else 1e-6)
     fired = collections.Counter(counters) - before
     ops = collections.Counter()
     for g in graphs:
@@ -29,8 +38,9 @@ def _compile(name: str, train: bool = False, **options):
     return fired, ops
 
 
-def test_llama_inference_fuses_norms_rope_attention_and_matmuls():
-    fired, ops = _compile("llama")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_llama_inference_fuses_norms_rope_attention_and_matmuls(dtype):
+    fired, ops = _compile("llama", dtype=dtype)
     # 2 layers: 2 RmsNorm each + final; 4 of the 5 follow a residual add
     assert fired["fuse_rms_norm"] == 5 and fired["fuse_add_rms_norm"] == 4
     assert fired["fuse_rotary"] == 4 and fired["fuse_apply_rotary_pos_emb"] == 2
@@ -42,16 +52,36 @@ def test_llama_inference_fuses_norms_rope_attention_and_matmuls():
         assert plain not in ops, plain
 
 
+def test_llama_fp32_inference_keeps_plain_attention_on_910b():
+    # PromptFlashAttention has no fp32 kernel on Ascend910B (must_keep_origin_dtype)
+    fired, ops = _compile("llama")
+    assert fired["fuse_attention"] == 0 and fired["fuse_rms_norm"] == 5
+    assert ops["SoftmaxV2"] == 2 and "PromptFlashAttention" not in ops
+
+
+def test_llama_fp32_attention_fuses_in_fp16_when_precision_mode_allows():
+    fired, ops = _compile("llama", precision_mode="allow_fp32_to_fp16")
+    assert fired["fuse_attention"] == 2 and ops["PromptFlashAttention"] == 2
+    assert "SoftmaxV2" not in ops and ops["Cast"] >= 2 * 4  # q, k, v in; output back
+
+
 def test_llama_frozen_merges_gate_up_into_swiglu():
     fired, ops = _compile("llama", freeze_parameters=True)
     assert fired["fuse_swiglu_merged"] == 2 and ops["SwiGlu"] == 2
     assert "Swish" not in ops and ops["Data"] == 1  # only the token ids stay inputs
 
 
-def test_bert_inference_fuses_attention_with_padding_mask():
-    fired, ops = _compile("bert")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_bert_inference_fuses_attention_with_padding_mask(dtype):
+    fired, ops = _compile("bert", dtype=dtype)
     assert fired["fuse_attention"] == 2 and ops["PromptFlashAttention"] == 2
     assert fired["fuse_matmul"] >= 8 and "SoftmaxV2" not in ops
+
+
+def test_bert_fp32_inference_keeps_plain_attention_on_910b():
+    fired, ops = _compile("bert")
+    assert fired["fuse_attention"] == 0 and ops["SoftmaxV2"] == 2
+    assert fired["fuse_matmul"] >= 8 and "PromptFlashAttention" not in ops
 
 
 def test_cnn_inference_frozen_folds_batch_norm_into_conv():
@@ -106,10 +136,11 @@ def _decode_step(q, k_cache, v_cache):
 def test_decode_attention_becomes_incre_flash_attention():
     from harness import check_fn
 
-    q, k, v = torch.randn(2, 4, 1, 8), torch.randn(2, 2, 9, 8), torch.randn(2, 2, 9, 8)
+    q, k, v = (torch.randn(*s, dtype=torch.float16) for s in ((2, 4, 1, 8), (2, 2, 9, 8),
+                                                             (2, 2, 9, 8)))
     before = collections.Counter(counters)
-    with torch.no_grad():
-        graphs = check_fn(_decode_step, q, k, v)
+    with torch.no_grad():  # fp16: IncreFlashAttention has fp16/bf16 kernels on 910B only
+        graphs = check_fn(_decode_step, q, k, v, rtol=1e-2, atol=1e-2)
     assert (collections.Counter(counters) - before)["fuse_attention"] == 1
     ops = graphs[0].lowered.graph.op_counts()
     assert ops["IncreFlashAttention"] == 1 and "PromptFlashAttention" not in ops

@@ -11,8 +11,12 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness import record_graphs  # noqa: E402
 
-from npu_inductor.runtime.kernels import KERNELS, RUNTIME, SPECIALIZERS  # noqa: E402
-from npu_inductor.runtime.kernels import fused  # noqa: E402
+from npu_inductor.runtime.kernels import (  # noqa: E402
+    KERNELS,
+    RUNTIME,
+    SPECIALIZERS,
+    fused,  # noqa: E402
+)
 
 
 def _host_model(compiled):

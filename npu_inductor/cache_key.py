@@ -1,0 +1,111 @@
+"""The compile cache's key: a stable hash of everything that decides a compiled GE graph.
+
+Parts: the post-pass FX graph in a canonical form (its Python code, the dtype/shape/stride
+of every node's value, symbolic sizes by expression, the bytes of every constant it holds),
+the options that change the result, the device kind and SoC, and the versions of
+npu_inductor (a hash of its source files, so an edited converter never reuses a stale
+entry), torch and, on the acl device, CANN. The graph's name (``inference_3``) is not
+part of it: the same graph compiled in another order or process hits.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import json
+import operator
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from npu_inductor.config import NpuConfig
+
+# Options that never change a compiled graph (where it is written, how it is checked,
+# the allocator's runtime limit).
+_NOT_IN_KEY = frozenset({"cache_dir", "cache_size_limit", "dump_dir", "verify", "memory_limit"})
+# The installed packages whose source decides what gets compiled.
+_PACKAGES = ("npu_inductor", "npu_inductor.graph_passes", "npu_inductor.lowering",
+             "npu_inductor.codegen_templates", "npu_inductor.runtime")
+_SOURCE_SUFFIXES = (".py", ".jinja", ".json", ".proto")
+
+
+def _spec(val: Any) -> str:
+    """A node value's description: dtype, shape and stride (symbolic sizes by expression)."""
+    if isinstance(val, torch.Tensor):
+        return f"T({val.dtype},{tuple(val.shape)},{val.stride()},{val.requires_grad})"
+    if isinstance(val, (list, tuple)):
+        return "(" + ",".join(_spec(v) for v in val) + ")"
+    if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return f"S({val.node.expr})"
+    return type(val).__name__ + ":" + repr(val)[:200]
+
+
+def _tensor_digest(t: torch.Tensor) -> str:
+    t = t.detach()
+    flat = torch.empty(t.numel(), dtype=t.dtype).copy_(t.reshape(-1))
+    data = flat.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+    return f"{t.dtype}{tuple(t.shape)}:" + hashlib.sha256(data).hexdigest()
+
+
+def graph_digest(gm: torch.fx.GraphModule) -> str:
+    """sha256 of ``gm``'s canonical form (code, node values, constants' bytes)."""
+    h = hashlib.sha256(gm.code.encode())
+    for node in gm.graph.nodes:
+        h.update(f"\n{node.name}:{_spec(node.meta.get('val'))}".encode())
+        if node.op == "get_attr":
+            value = operator.attrgetter(node.target)(gm)
+            digest = _tensor_digest(value) if isinstance(value, torch.Tensor) else repr(value)
+            h.update(f"={digest}".encode())
+    return h.hexdigest()
+
+
+def options_part(config: NpuConfig) -> str:
+    values = {k: getattr(config, k) for k in NpuConfig.keys() if k not in _NOT_IN_KEY}
+    return json.dumps(values, sort_keys=True, default=repr)
+
+
+@functools.cache
+def source_digest() -> str:
+    """sha256 over npu_inductor's installed source files (paths and bytes)."""
+    h = hashlib.sha256()
+    for package in _PACKAGES:
+        spec = importlib.util.find_spec(package)
+        for folder in spec.submodule_search_locations or ():
+            for path in sorted(Path(folder).iterdir()):
+                if path.suffix in _SOURCE_SUFFIXES and path.is_file():
+                    h.update(f"{package}/{path.name}\0".encode())
+                    h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+@functools.cache
+def cann_version() -> str:
+    """CANN's version as its toolkit folder records it ('none' without CANN)."""
+    home = os.environ.get("ASCEND_TOOLKIT_HOME") or os.environ.get("ASCEND_HOME_PATH")
+    for name in ("version.cfg", "version.info"):
+        path = Path(home or "/nonexistent") / name
+        if path.is_file():
+            return path.read_text(errors="replace")[:2000]
+    return f"none ({home})" if home else "none"
+
+
+def versions_part(device_kind: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("npu_inductor")
+    except PackageNotFoundError:
+        ours = "unknown"
+    cann = cann_version() if device_kind == "acl" else "host"
+    return (f"npu_inductor {ours} {source_digest()}; torch {torch.__version__} "
+            f"{torch.version.git_version}; cann {cann}")
+
+
+def cache_key(gm: torch.fx.GraphModule, config: NpuConfig, device_kind: str) -> str:
+    """The entry key for compiling the post-pass graph ``gm`` with ``config``."""
+    parts = [graph_digest(gm), options_part(config), f"device {device_kind}",
+             f"soc {config.soc_version}", versions_part(device_kind)]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
