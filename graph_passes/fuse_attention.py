@@ -40,7 +40,7 @@ import torch
 from torch.fx import GraphModule, Node
 
 from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
-from npu_inductor.config import NpuConfig
+from npu_inductor.config import NpuConfig, target_soc
 from npu_inductor.ge import soc as soc_kernels
 from npu_inductor.graph_passes.common import (
     aten,
@@ -248,7 +248,7 @@ def _ge_op(sq: int, mask: Node | None, causal: bool) -> str:
 def _compute_dtype(dt: torch.dtype, op: str, config: NpuConfig) -> tuple[torch.dtype | None,
                                                                        str]:
     """The dtype the fused op runs in on the target SoC (None: leave unfused) and why."""
-    soc = config.soc_version
+    soc = target_soc(config)
     if soc_kernels.has_kernel(soc, op, query=dt):
         return dt, ""
     lower = _LOWER_FP32.get(config.precision_mode) if dt == torch.float32 else None

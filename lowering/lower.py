@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import operator
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.node import map_arg
 
-from npu_inductor.config import NpuConfig
+from npu_inductor.config import NpuConfig, target_soc
 from npu_inductor.ge.ir import Graph, GraphBuilder, Value
 from npu_inductor.ge.soc import Decision
 from npu_inductor.lowering.context import LoweringContext, static_shape
@@ -46,6 +46,8 @@ class LoweredGraph:
     outputs: tuple[OutputSlot, ...]
     decisions: tuple[Decision, ...] = ()  # device rules that changed the lowering
     soc: str | None = None  # the SoC version the graph was dtype-gated for
+    # FX node name -> the GE edge (``"op:index"``) holding its value (debug.compare)
+    fx_edges: dict[str, str] = field(default_factory=dict)
 
 
 def source_line(node: torch.fx.Node) -> str:
@@ -80,7 +82,7 @@ def try_lower(gm: torch.fx.GraphModule, name: str,
 
 def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
                  failures: dict[str, str] | None) -> LoweredGraph:
-    builder = GraphBuilder(name, config.soc_version)
+    builder = GraphBuilder(name, target_soc(config))
     ctx = LoweringContext(builder, config)
     env: dict[torch.fx.Node, Any] = {}
     ctx.env = env  # symbolic sizes are read from the graph inputs (lowering/symbolic.py)
@@ -112,18 +114,10 @@ def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
             env[node] = _lower_node(ctx, node, env)
         else:
             env[node] = _lower_or_stand_in(ctx, node, env, failures)
-    graph = builder.build()
-    data_inputs = _in_index_order(data_inputs, builder.index_map)
-    return LoweredGraph(graph, tuple(data_inputs), outputs, tuple(ctx.decisions),
-                        config.soc_version)
-
-
-def _in_index_order(data_inputs: list[int], index_map: dict[int, int]) -> list[int]:
-    """Placeholder positions by final input index (RefData inputs are numbered last)."""
-    out = [0] * len(data_inputs)
-    for old, position in enumerate(data_inputs):
-        out[index_map[old]] = position
-    return out
+    fx_edges = {n.name: v.edge for n, v in env.items()
+                if n.op == "call_function" and isinstance(v, Value)}
+    return LoweredGraph(builder.build(), tuple(data_inputs), outputs, tuple(ctx.decisions),
+                        target_soc(config), fx_edges)
 
 
 def _effect_token(node: torch.fx.Node) -> bool:

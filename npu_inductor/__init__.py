@@ -29,6 +29,10 @@ def __getattr__(name: str) -> Any:
         from npu_inductor.explainer import explain
 
         return explain
+    if name == "debug":  # npu_inductor.debug.compare (the accuracy bisector)
+        import importlib
+
+        return importlib.import_module("npu_inductor.debug")
     if name in _MEMORY_API:
         from npu_inductor.runtime import device
 

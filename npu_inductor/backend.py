@@ -6,6 +6,7 @@ settings -> AOTAutograd (decompose, forward/backward split) -> passes -> lower -
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import warnings
@@ -18,7 +19,7 @@ from torch._functorch.partitioners import default_partition
 from npu_inductor import aot_cache
 from npu_inductor.buckets import BucketedDim, BucketedGraph, find_bucketed_dims, new_report
 from npu_inductor.compile_fx import compile_fx_graph
-from npu_inductor.config import NpuConfig, resolve
+from npu_inductor.config import DEFAULT_SOC_VERSION, NpuConfig, resolve
 from npu_inductor.graph_passes import real_inputs
 from npu_inductor.lowering.decompositions import decomposition_table
 
@@ -33,7 +34,7 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
                 options: dict[str, Any] | None = None, mode: str | None = None) -> Any:
     """``torch.compile(model, backend="npu", options={...})`` lands here."""
     try:
-        config = resolve(options)
+        config = with_device_soc(resolve(options))
         warn_if_name_clash()
         dims = find_bucketed_dims(gm, example_inputs, config)
         cached = aot_cache.usable(config, bool(dims))
@@ -46,6 +47,18 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
         # The message names the option / op / source line; AOTAutograd's and our frames
         # under this one would only bury it (Dynamo already drops the frames above).
         raise e.with_traceback(None)  # noqa: B904 (the same exception, shorter traceback)
+
+
+def with_device_soc(config: NpuConfig) -> NpuConfig:
+    """Without ``soc_version``, the acl device's own SoC (``aclrtGetSocName``) is the target
+    of the dtype gate and of ATC; the host device simulates ``DEFAULT_SOC_VERSION``."""
+    if config.soc_version is not None:
+        return config
+    from npu_inductor.runtime.device import get_device
+
+    device = get_device(config.device, config.device_id)
+    return dataclasses.replace(config, soc_version=getattr(device, "soc_name", None)
+                               or DEFAULT_SOC_VERSION)
 
 
 def user_errors() -> tuple[type[Exception], ...]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from npu_inductor.config import NpuConfig
+from npu_inductor.config import NpuConfig, target_soc
 
 # Options that never change a compiled graph (where it is written, how it is checked,
 # the allocator's runtime limit).
@@ -107,5 +107,5 @@ def versions_part(device_kind: str) -> str:
 def cache_key(gm: torch.fx.GraphModule, config: NpuConfig, device_kind: str) -> str:
     """The entry key for compiling the post-pass graph ``gm`` with ``config``."""
     parts = [graph_digest(gm), options_part(config), f"device {device_kind}",
-             f"soc {config.soc_version}", versions_part(device_kind)]
+             f"soc {target_soc(config)}", versions_part(device_kind)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()

@@ -43,6 +43,7 @@ def executor_source(graph: Graph, device: str, gears: Gears | None = None) -> st
     """The executor module for ``graph`` on ``device`` (``host`` or ``acl``); ``gears``:
     the acl model's ATC ``--dynamic_dims`` gears."""
     descs = [op.output_descs[0] for op in graph.data_ops()]
+    refs = [i for i, op in enumerate(graph.data_ops()) if op.type == "RefData"]
     outs = list(graph.net_output().input_descs)
     refs = [i for i, op in enumerate(graph.data_ops()) if op.type == "RefData"]
     if device != "acl":

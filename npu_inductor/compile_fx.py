@@ -80,8 +80,11 @@ class CompiledGraph:
     executor: Any
     air: bytes
     om: bytes | None = None  # ATC's model (acl device)
+    checker: Callable[[list[Any]], None] | None = None  # options compare=True (debug.py)
 
     def __call__(self, args: list[Any]) -> list[Any]:
+        if self.checker is not None:
+            self.checker(args)
         ge_outs = self.executor.run([_as_tensor(args[i]) for i in self.lowered.data_inputs])
         outs = []
         for slot in self.lowered.outputs:
@@ -197,6 +200,10 @@ def _load(lowered: LoweredGraph, config: NpuConfig, fx_before: str | None,
     compiled.name = name or compiled.name
     verb = "loaded cached" if cached else "compiled"
     log.info("%s GE graph %s: %d ops", verb, compiled.name, len(lowered.graph.ops))
+    if config.compare:
+        from npu_inductor.debug import checker  # debugging only: FX eager next to GE
+
+        compiled.checker = checker(gm, compiled)
     for hook in COMPILE_HOOKS:
         hook(compiled)
     if config.dump_dir:
@@ -363,6 +370,8 @@ class _Lookup:
 def _cache_lookup(gm: torch.fx.GraphModule, config: NpuConfig,
                   report: GraphReport) -> _Lookup | None:
     """The cache entry for ``gm`` (None when the cache is off)."""
+    if config.compare:  # the bisector needs the lowering's FX -> GE map, entries hold none
+        return None
     root = cache.cache_root(config)
     if root is None or not cache.prepare_root(root):
         return None

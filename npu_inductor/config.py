@@ -77,6 +77,9 @@ class NpuConfig:
     ``"512MiB"`` / ``"2GB"`` (parsed to bytes); None: unlimited."""
     verify: bool = False
     """Run the FX graph verifier after every pass."""
+    compare: bool = False
+    """Run each GE graph op by op next to its FX graph in eager on every call and report
+    the first op that diverges (``npu_inductor.debug``; slow: debugging only)."""
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -283,6 +286,12 @@ def patch(**overrides: Any) -> Iterator[None]:
         with _LOCK:
             _PATCHED.clear()
             _PATCHED.update(saved)
+
+
+def target_soc(config: NpuConfig) -> str:
+    """The SoC the dtype gate and device rules check against: the option, else the default
+    (the backend fills the option from the acl device's ``aclrtGetSocName`` first)."""
+    return config.soc_version or DEFAULT_SOC_VERSION
 
 
 def replace(config: NpuConfig, **changes: Any) -> NpuConfig:

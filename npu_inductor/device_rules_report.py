@@ -97,10 +97,10 @@ def device_report(model: Callable, *inputs: Any, options: dict[str, Any] | None 
     forced to ``eager``), run it on ``inputs``, and report each GE graph's ops by kernel kind
     on the target SoC and the device rules that changed the lowering."""
     from npu_inductor.compile_fx import quiet_fallbacks, record_reports
-    from npu_inductor.config import resolve
+    from npu_inductor.config import resolve, target_soc
 
     opts = {**(options or {}), "fallback": "eager"}
-    soc = resolve(opts).soc_version
+    soc = target_soc(resolve(opts))
     torch._dynamo.reset()
     try:
         with record_reports() as reports, quiet_fallbacks():

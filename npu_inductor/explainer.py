@@ -20,7 +20,7 @@ import torch
 from npu_inductor.buckets import REPORTS as bucket_reports
 from npu_inductor.buckets import BucketReport
 from npu_inductor.compile_fx import GraphReport, quiet_fallbacks, record_reports
-from npu_inductor.config import resolve
+from npu_inductor.config import resolve, target_soc
 from npu_inductor.device_rules_report import DeviceReport, from_reports
 from npu_inductor.graph_passes.partition import Fallback
 
@@ -139,5 +139,5 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
     report.cache_hits = sum(r.cache == "hit" for r in reports)
     report.cache_misses = sum(r.cache == "miss" for r in reports)
     report.buckets = bucket_reports[first_bucket_report:]
-    report.device = from_reports(reports, resolve({"fallback": "eager"}).soc_version)
+    report.device = from_reports(reports, target_soc(resolve({"fallback": "eager"})))
     return report

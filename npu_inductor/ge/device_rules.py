@@ -36,6 +36,7 @@ INPUT_NAME_VALUE = "_input_name_value"
 OUTPUT_NAME_KEY = "_output_name_key"
 OUTPUT_NAME_VALUE = "_output_name_value"
 UNFED_LAYOUT = "FORMAT_RESERVED"
+_DATA = ("Data", "RefData")  # graph inputs; RefData is one the graph writes (Assign)
 
 
 class DeviceRuleError(ValueError):
@@ -150,7 +151,7 @@ def find_violations(graph: Graph, first_only: bool = False) -> list[DeviceRuleEr
 def _check_ops(graph: Graph):
     for op in graph.ops:
         yield from _check_port_maps(op)
-        if op.type in ("Data", "RefData", "Const"):
+        if op.type in (*_DATA, "Const"):
             continue
         spec = get_spec(op.type)
         yield from _check_ir_inputs(op, spec)
@@ -197,7 +198,7 @@ def _expected_input_names(spec: OpSpec, descs: Sequence[TensorDesc]) -> list[str
 def _check_ir_inputs(op: OpNode, spec: OpSpec):
     descs = op.input_descs
     edges = [e for e in op.inputs if not e.endswith(":-1")]
-    if op.type not in ("Data", "RefData") and len(edges) != len(descs):
+    if op.type not in _DATA and len(edges) != len(descs):
         yield DeviceRuleError(op, None, "ir-inputs", f"{len(edges)} data inputs but "
                               f"{len(descs)} input descs")
         return
@@ -214,7 +215,7 @@ def _check_ir_inputs(op: OpNode, spec: OpSpec):
                                   "present, in order (unfed optional = \"\")")
             return
         port = spec.input(desc.name)
-        fed = op.type in ("Data", "RefData") or edges[k] != ""
+        fed = op.type in _DATA or edges[k] != ""
         if not fed and (not desc.unfed or (port is not None and port.kind == "required")):
             yield DeviceRuleError(op, desc.name, "ir-inputs",
                                   "an empty edge needs an optional port and an "
@@ -266,7 +267,7 @@ def _check_layouts(op: OpNode):
 
 
 def _check_data_indices(graph: Graph):
-    data = [op for op in graph.ops if op.type in ("Data", "RefData")]
+    data = [op for op in graph.ops if op.type in _DATA]
     indices = sorted(op.attr("index") for op in data)
     if indices != list(range(len(data))):
         bad = next((op for op in data if indices.count(op.attr("index")) > 1
@@ -276,7 +277,7 @@ def _check_data_indices(graph: Graph):
 
 
 def _check_static_shapes(graph: Graph):
-    data = [op for op in graph.ops if op.type in ("Data", "RefData")]
+    data = [op for op in graph.ops if op.type in _DATA]
     if any(d < 0 for op in data for desc in op.output_descs for d in desc.shape):
         return  # a dynamic graph: -1 dims are how it says so
     for op in graph.ops:
@@ -292,7 +293,6 @@ def _check_static_shapes(graph: Graph):
 # Ops whose result shares its input's memory on the device (no bytes of their own).
 _NO_COPY = frozenset({"Reshape", "Identity", "Squeeze", "SqueezeV2", "SqueezeV3", "Unsqueeze",
                       "UnsqueezeV2", "UnsqueezeV3", "ExpandDims", "Flatten", "FlattenV2"})
-NO_COPY_OPS = _NO_COPY
 _GRAPH_MEMORY = frozenset({"Data", "Const", "Constant", "RefData", "Variable"})
 
 
@@ -316,7 +316,7 @@ def _check_ref_inputs(graph: Graph):
     by_name = {op.name: op for op in graph.ops}
     readers = None
     for op in graph.ops:
-        if op.type in ("Data", "RefData", "Const", "NetOutput"):
+        if op.type in (*_DATA, "Const", "NetOutput"):
             continue
         ports = [(k, n) for k, n in ref_ports(op.type)]
         if not ports:
@@ -328,34 +328,13 @@ def _check_ref_inputs(graph: Graph):
             if name not in names or not edges[names.index(name)]:
                 continue
             k = names.index(name)
-            if _ordered_input_write(op, edges[k], by_name, readers):
-                continue
+            if by_name[edges[k].rsplit(":", 1)[0]].type == "RefData":
+                continue  # a RefData input is the graph's to write (an input mutation)
             problem = _shared_buffer(edges[k], (op.name, k), by_name, readers)
             if problem:
                 yield DeviceRuleError(op, name, "ref-input-copy",
                                       f"{op.type} writes this input in place, but {problem}; "
                                       "put a TensorMove in front (as torchair does)")
-
-
-def _ordered_input_write(op: OpNode, edge: str, by_name: dict[str, OpNode],
-                         readers: dict[str, list[tuple[str, int]]]) -> bool:
-    """``Assign`` into a ``RefData`` input (a graph writing its caller's tensor in place,
-    as torchair does for mutated inputs) whose every other reader, also through views,
-    is a control predecessor: the write is meant to reach that memory, after the reads."""
-    if op.type != "Assign" or by_name[edge.rsplit(":", 1)[0]].type != "RefData":
-        return False
-    first = {e.rsplit(":", 1)[0] for e in op.inputs if e.endswith(":-1")}
-    todo, seen = [edge], set()
-    while todo:
-        for name, _ in readers.get(todo.pop(), []):
-            if name == op.name or name in seen:
-                continue
-            seen.add(name)
-            if name not in first:
-                return False
-            if by_name[name].type in _NO_COPY:
-                todo.append(f"{name}:0")
-    return True
 
 
 def _shared_buffer(edge: str, reader: tuple[str, int], by_name: dict[str, OpNode],

@@ -131,8 +131,8 @@ class GraphBuilder:
         self._ops: list[OpNode] = []
         self._names: dict[str, int] = {}
         self._num_data = 0
-        self.side_effects: list[str] = []  # ops NetOutput keeps alive by control edges
         self._has_output = False
+        self.side_effects: list[str] = []  # ops NetOutput keeps alive by control edges
 
     def unique(self, base: str) -> str:
         """A graph-unique op name derived from ``base`` (``base``, ``base_1``, ...)."""
@@ -274,28 +274,12 @@ class GraphBuilder:
         edges = tuple(v.edge for v in values) + tuple(f"{c}:-1" for c in self.side_effects)
         self._ops.append(_node(self.unique("NetOutput"), "NetOutput", edges, {}, descs, ()))
 
-    def _data_first(self) -> None:
-        """Inputs numbered as GE exports them: every ``Data`` first, then the ``RefData``
-        (``index_map``: creation-order index -> final index)."""
-        inputs = sorted((op for op in self._ops if op.type in DATA_TYPES),
-                        key=lambda o: (o.type == "RefData", o.attr("index")))
-        self.index_map = {op.attr("index"): k for k, op in enumerate(inputs)}
-        if all(old == new for old, new in self.index_map.items()):
-            return
-        self._ops = [_reindexed(op, self.index_map[op.attr("index")])
-                     if op.type in DATA_TYPES else op for op in self._ops]
-
     def build(self, attrs: dict[str, Attr] | None = None) -> Graph:
         """The finished graph, checked against the device rules (``DeviceRuleError``)."""
         from npu_inductor.ge.device_rules import check_graph
-        self._data_first()
         graph = Graph(self.name, tuple(self._ops), dict(attrs or {}))
         check_graph(graph)
         return graph
-
-
-def _reindexed(op: OpNode, index: int) -> OpNode:
-    return replace(op, attrs={**op.attrs, "index": Attr("Int", index)})
 
 
 def _node(name: str, op_type: str, inputs: tuple[str, ...], attrs: dict[str, Attr],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from npu_inductor.runtime.kernels import kernel
@@ -38,7 +40,9 @@ def _specialize_batch_matmul(consts, attrs):
         if bias is None:
             return torch.matmul(a, b, out=out)
         if b.dim() == 2 and bias.dim() <= 1 and out is not None and a.dim() >= 2:
-            torch.addmm(bias, a.reshape(-1, a.shape[-1]), b, out=out.view(-1, b.shape[-1]))
+            rows = math.prod(a.shape[:-1])  # explicit: -1 is ambiguous for 0-size dims
+            torch.addmm(bias, a.reshape(rows, a.shape[-1]), b,
+                        out=out.view(rows, b.shape[-1]))
             return out
         y = torch.matmul(a, b, out=out)
         return y.add_(bias) if out is not None else y + bias
