@@ -18,7 +18,7 @@ from npu_inductor.runtime.kernels import KERNELS
 ROOT = Path(__file__).resolve().parents[2]
 EMITTING = ["lowering", "graph_passes", "npu_inductor"]
 # op types the host model runs itself (graph inputs, constants, the output node)
-FRAMEWORK = {"Data", "Const", "NetOutput"}
+FRAMEWORK = {"Data", "RefData", "Const", "NetOutput"}
 # names the emitting code builds from parts -> (file, the parts it spells)
 NAMES_BUILT_IN_CODE = {
     "FFT2D": ("lowering/spectral.py", ['"FFT"', '"2D"']),
