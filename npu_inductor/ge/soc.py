@@ -48,14 +48,16 @@ class DeviceDtypeError(OpSpecError):
     """An op at dtypes the target SoC has no kernel for (or an op type it has none for)."""
 
 
+class UnknownSocError(ValueError):
+    """A SoC without a kernel table (the option check turns it into a ``ConfigError``)."""
+
+
 def family(soc_version: str) -> str:
-    """``Ascend910B1`` -> ``ascend910b``; an unknown SoC is a ``ConfigError``."""
+    """``Ascend910B1`` -> ``ascend910b``; an unknown SoC is an ``UnknownSocError``."""
     for pattern, fam in _FAMILIES:
         if pattern.fullmatch(soc_version):
             return fam
-    from npu_inductor.config import ConfigError
-
-    raise ConfigError(f"npu_inductor option soc_version={soc_version!r}: no kernel table for "
+    raise UnknownSocError(f"npu_inductor option soc_version={soc_version!r}: no kernel table for "
                       f"this SoC; supported: Ascend910B1, Ascend910B2, Ascend910B3, "
                       f"Ascend910B4")
 

@@ -1,4 +1,4 @@
-"""Creation GE ops: Fill, Range, LinSpace, Eye."""
+"""Creation GE ops: Fill, Range, LinSpace, Eye, TensorMove."""
 
 from __future__ import annotations
 
@@ -28,3 +28,7 @@ def eye(num_rows, num_columns=0, batch_shape=(), dtype=0):
     y = torch.eye(num_rows, num_columns or num_rows, dtype=from_cpp(dtype))
     return y.expand(*batch_shape, *y.shape).contiguous() if batch_shape else y
 
+
+@kernel("TensorMove")
+def tensor_move(x):
+    return x.clone()
