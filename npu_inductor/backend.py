@@ -21,6 +21,7 @@ from npu_inductor.buckets import BucketedDim, BucketedGraph, find_bucketed_dims,
 from npu_inductor.compile_fx import compile_fx_graph
 from npu_inductor.config import DEFAULT_SOC_VERSION, NpuConfig, resolve
 from npu_inductor.graph_passes import real_inputs
+from npu_inductor.graph_passes.training_fusions import fuse_for_training
 from npu_inductor.lowering.decompositions import decomposition_table
 
 log = logging.getLogger("npu_inductor")
@@ -38,6 +39,8 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
         warn_if_name_clash()
         check_devices(gm, example_inputs)
         dims = find_bucketed_dims(gm, example_inputs, config)
+        if not dims:  # training: RMSNorm/rotary/SwiGLU fused with their GE backward ops
+            gm = fuse_for_training(gm, example_inputs, config)
         cached = aot_cache.usable(config, bool(dims))
         # freeze_parameters reads the real weights
         with real_inputs(example_inputs), aot_cache.scope(config, cached):

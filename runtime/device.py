@@ -247,6 +247,9 @@ def _device(kind: str, device_id: int | None) -> HostDevice | AclDevice:
     raise DeviceError(f"unknown device {kind!r}")
 
 
+get_device.cache_clear = _device.cache_clear  # type: ignore[attr-defined]  (tests' fakes)
+
+
 # ---- public memory API (``npu_inductor.memory_stats()`` etc.) --------------------------------
 def memory_stats(device: str = "auto") -> dict[str, Any]:
     """The device caching allocator's stats: bytes allocated / reserved (current and
