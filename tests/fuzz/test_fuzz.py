@@ -46,17 +46,18 @@ def test_random_program(prog: Program) -> None:
         reject()
 
 
-def load_seeds(path: Path = SEEDS_FILE) -> list[str]:
-    """Non-comment lines of the seed list: an integer seed (``tools/fuzz.py``'s
-    ``random.Random`` stream) or a program's text (``Program.to_text``)."""
+def load_seeds(path: Path = SEEDS_FILE) -> list:
+    """Non-comment lines of the seed list, with their line numbers as test ids: a
+    program's text (``Program.to_text``) or an integer seed (``tools/fuzz.py``'s stream)."""
     lines = [ln.strip() for ln in path.read_text().splitlines()]
-    return [ln for ln in lines if ln and not ln.startswith("#")]
+    return [pytest.param(ln, id=f"seeds.txt:{n}") for n, ln in enumerate(lines, 1)
+            if ln and not ln.startswith("#")]
 
 
 def program_of(line: str) -> Program:
     return Program.from_text(line) if line.startswith("{") else generate(random_draw(int(line)))
 
 
-@pytest.mark.parametrize("line", load_seeds(), ids=lambda ln: ln[:24])
+@pytest.mark.parametrize("line", load_seeds())
 def test_regression(line: str) -> None:
     check.run(program_of(line))

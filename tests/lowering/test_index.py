@@ -87,6 +87,8 @@ PARAMS = [pytest.param(*c, dtype, id=f"{c[0]}-{str(dtype)[6:]}") for c in CASES
 @pytest.mark.parametrize("name,fn,inputs,ge_op,dtype", PARAMS)
 def test_index_op(name, fn, inputs, ge_op, dtype):
     graphs = check_fn(fn, *inputs(dtype), options=STRICT)
+    if ge_op == "MaskedFill" and dtype == torch.int64:
+        ge_op = "SelectV2"  # the 910B has no int64 MaskedFill kernel
     if ge_op is not None:
         assert ge_op in ge_ops(graphs)
 
