@@ -167,6 +167,7 @@ def _user_fn(x):
     return no_converter(y) * 2  # FALLBACK LINE
 
 
+@pytest.mark.fallback("the warning an eager fallback issues is the subject")
 def test_fallback_warning_points_at_the_users_line():
     import inspect
     import warnings
