@@ -30,6 +30,12 @@ COMPILE = KEYS + (
     ("fallback_ops", "fallbacks", "{}"), ("aicpu_ops", "AI CPU ops", "{}"),
     ("unproven_ops", "unproven ops", "{}"), ("workspace_ratio", "ws/lb", "{:.2f}"),
 )
+TRAINING = KEYS + (
+    ("dtype", "dtype", "{}"), ("abs_latency", "step ms", "{:.3f}"),
+    ("speedup", "vs eager", "{:.2f}x"), ("forward_ms", "fwd ms", "{:.3f}"),
+    ("backward_ms", "bwd ms", "{:.3f}"), ("optimizer_ms", "opt ms", "{:.3f}"),
+    ("ge_ops_before_fusion", "GE ops unfused", "{}"), ("ge_ops", "GE ops", "{}"),
+)
 DYNAMIC_ONLY = ("compiles", "total_time", "padding_overhead")
 MIN_WIDTH = 200  # rich assumes 80 columns when stdout is not a terminal
 
@@ -66,6 +72,9 @@ def print_table(rows: list[Row], machine: dict[str, Any]) -> None:
         from rich.console import Console
     except ImportError:
         print(format_markdown(rows, SPEED) + "\n\n" + format_markdown(rows, COMPILE))
+        training = [r for r in rows if r.mode == "training"]
+        if training:
+            print("\n" + format_markdown(training, TRAINING))
         return
     console = Console()
     if not console.is_terminal:
@@ -73,6 +82,10 @@ def print_table(rows: list[Row], machine: dict[str, Any]) -> None:
     static = [r for r in rows if r.mode != "dynamic"]
     console.print(_rich_table(rows, SPEED, "accuracy and latency: " + machine_line(machine)))
     console.print(_rich_table(static, COMPILE, "compilation and memory"))
+    training = [r for r in rows if r.mode == "training"]
+    if training:
+        console.print(_rich_table(training, TRAINING, "training step: forward, backward, "
+                                  "optimizer (median ms); GE ops per step"))
     for row in rows:
         if row.error:
             console.print(f"{row.model}/{row.mode}/{row.backend}: {row.error}", markup=False,

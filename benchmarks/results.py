@@ -59,6 +59,9 @@ class Row:
     total_time: float | None = None  # s, dynamic stream incl. compiles
     compiles: int | None = None  # dynamic stream: GE graph compiles
     padding_overhead: float | None = None  # dynamic stream: padded / real elements - 1
+    forward_ms: float | None = None  # training: median forward (+ loss) of a timed step
+    backward_ms: float | None = None  # training: median backward
+    optimizer_ms: float | None = None  # training: median optimizer step (compiled likewise)
     threads: int | None = None
     error: str = ""
 

@@ -122,7 +122,8 @@ def prepare(entry: ZooModel, mode: str, settings: Settings) -> Case:
 
 
 def step_fn(case: Case, model: nn.Module, fn: Callable[..., Any],
-            opt: torch.optim.Optimizer | None) -> Callable[[bool], list[torch.Tensor]]:
+            opt: torch.optim.Optimizer | None,
+            opt_step: Callable[[], Any] | None = None) -> Callable[[bool], list[torch.Tensor]]:
     """One inference call or one training step (zero_grad, fwd, loss, bwd, optimizer).
     With ``capture`` it returns outputs (and gradients, taken before the update)."""
 
@@ -133,14 +134,20 @@ def step_fn(case: Case, model: nn.Module, fn: Callable[..., Any],
 
     def train(capture: bool = False) -> list[torch.Tensor]:
         opt.zero_grad(set_to_none=True)
+        t0 = time.perf_counter()
         out = tensors(fn(*case.inputs))
         loss = sum((o.to(s.dtype) * s).sum() for o, s in zip(out, case.seeds))
+        t1 = time.perf_counter()
         loss.backward()
+        t2 = time.perf_counter()
         captured = ([o.detach() for o in out] + [p.grad.clone() for p in model.parameters()
                                                   if p.grad is not None]) if capture else []
-        opt.step()
+        t3 = time.perf_counter()
+        (opt_step or opt.step)()
+        train.phases.append((t1 - t0, t2 - t1, time.perf_counter() - t3))  # type: ignore
         return captured
 
+    train.phases = []  # type: ignore[attr-defined]  (forward, backward, optimizer) seconds
     return train if case.train else infer
 
 
@@ -177,7 +184,9 @@ class Runner:
         opt = (torch.optim.SGD(self.model.parameters(), lr=self.settings.lr)
                if self.case.train else None)
         self.fn = self.backend.wrap(self.model)
-        self.step = step_fn(self.case, self.model, self.fn, opt)
+        # training: the optimizer step is compiled by the same backend (eager: as is)
+        opt_step = self.backend.wrap(opt.step) if opt is not None else None
+        self.step = step_fn(self.case, self.model, self.fn, opt, opt_step)
 
     def first_call(self, capture: bool = False) -> tuple[float, list[torch.Tensor]]:
         """Reset Dynamo, compile and run once; returns (seconds, captured tensors)."""
@@ -301,6 +310,7 @@ def _row(r: Runner, case: Case, settings: Settings, eager: Runner | None,
         row.abs_latency, row.abs_latency_p10 = r.latency.median, r.latency.p10
         row.abs_latency_p90 = r.latency.p90
     row.eager_latency = _median(eager)
+    _fill_phases(row, r, settings)
     row.speedup = ratio(row.eager_latency, row.abs_latency)
     if eager is not None and eager.latency.samples and r.latency.samples:
         row.speedup_p10 = ratio(eager.latency.p10, r.latency.p10)
@@ -314,6 +324,17 @@ def _row(r: Runner, case: Case, settings: Settings, eager: Runner | None,
     row.dynamo_peak_mem = to_mb(r.peak_mem)
     row.compression_ratio = ratio(row.eager_peak_mem, row.dynamo_peak_mem)
     return row
+
+
+def _fill_phases(row: Row, r: Runner, settings: Settings) -> None:
+    """Median forward / backward / optimizer ms over the timed training steps."""
+    phases = getattr(r.step, "phases", None) or []
+    timed = phases[-settings.repeat:] if r.latency.samples else []
+    if timed:
+        import statistics
+
+        row.forward_ms, row.backward_ms, row.optimizer_ms = (
+            1e3 * statistics.median(p[k] for p in timed) for k in range(3))
 
 
 def _fill_stats(row: Row, stats: CompileStats) -> None:

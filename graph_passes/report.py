@@ -45,7 +45,8 @@ def fusion_report(model: torch.nn.Module, inputs: tuple,
     fired = {k: v for k, v in (collections.Counter(counters) - before).items() if v}
     result = {}
     for name, counts in (("fusions_off", off), ("fusions_on", on)):
-        compute = {k: v for k, v in counts.items() if k not in ("Data", "Const", "NetOutput")}
+        compute = {k: v for k, v in counts.items()
+                   if k not in ("Data", "RefData", "Const", "NetOutput")}
         result[name] = {**compute, "total": sum(compute.values())}
     result["fired"] = fired
     return result

@@ -30,7 +30,9 @@ def _table(_num_converters: int) -> dict:
     table = {op: fn for op, fn in core_aten_decompositions().items() if op not in CONVERTERS}
     table.update(get_decompositions(EXTRA_DECOMPOSITIONS))
     table.update(foreach_decompositions())
-    table[torch.ops.prims.fma.default] = _fma
+    from torch._inductor import inductor_prims  # registers prims.fma (Dynamo emits it)
+
+    table[inductor_prims.fma] = _fma
     return table
 
 

@@ -157,3 +157,24 @@ def flash_attention_score_grad(ctx, query, key, value, dy, softmax_max, softmax_
                             softmax_sum, None, attention_in],
                            _fas_attrs(query, causal, scale), out=outs)
     return dq, dk, dv
+
+
+# ---- backward ops of the training fusions (npu_inductor/ops_training.py) -------------------
+@register(npu.rms_norm_grad.default)
+def rms_norm_grad(ctx, dy, x, rstd, gamma):
+    """rms_norm_grad(Tensor dy, Tensor x, Tensor rstd, Tensor gamma) -> (Tensor, Tensor)"""
+    return ctx.op("RmsNormGrad", [dy, x, rstd, gamma])
+
+
+@register(npu.rotary_mul_grad.default)
+def rotary_mul_grad(ctx, dy, cos, sin):
+    """rotary_mul_grad(Tensor dy, Tensor cos, Tensor sin) -> Tensor"""
+    outs = [ctx.out_specs()[0], (cos.dtype, cos.shape), (sin.dtype, sin.shape)]
+    dx, _, _ = ctx.op("RotaryPositionEmbeddingGrad", [dy, cos, sin], {"mode": 0}, out=outs)
+    return dx
+
+
+@register(npu.swiglu_grad.default)
+def swiglu_grad(ctx, dy, x, dim):
+    """swiglu_grad(Tensor dy, Tensor x, int dim) -> Tensor"""
+    return ctx.op("SwiGluGrad", [dy, x], {"dim": int(dim)})

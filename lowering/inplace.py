@@ -16,6 +16,9 @@ from npu_inductor.lowering.helpers import cast
 from npu_inductor.lowering.registry import register
 
 aten = torch.ops.aten
+# GE ops whose result is their input's memory (a reader of one reads the other)
+_SAME_MEMORY = frozenset({"Reshape", "Identity", "Squeeze", "SqueezeV2", "SqueezeV3",
+                          "Unsqueeze", "ExpandDims", "Flatten"})
 
 
 def writes_input(node: torch.fx.Node) -> bool:
@@ -42,7 +45,11 @@ def copy_(ctx, self, src, non_blocking=False):
         from npu_inductor.lowering.lower import LoweringError
 
         raise LoweringError(f"copy_ into {self!r}: not a RefData graph input")
-    out = ctx.op("Assign", [self, cast(ctx, src, self.dtype)],
-                 out=(self.dtype, self.shape))
-    ctx.builder.side_effects.append(ctx.builder.last_op)
+    value = cast(ctx, src, self.dtype)
+    # every reader of the old contents runs first (GE orders a ref write by edges only)
+    before = ctx.builder.readers(self.edge, _SAME_MEMORY)
+    b = ctx.builder
+    out = b.op("Assign", ctx.name(), [self, value], {}, [(self.dtype, self.shape)],
+               control=before)[0]
+    b.side_effects.append(b.last_op)
     return out

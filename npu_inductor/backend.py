@@ -21,6 +21,7 @@ from npu_inductor.buckets import BucketedDim, BucketedGraph, find_bucketed_dims,
 from npu_inductor.compile_fx import compile_fx_graph
 from npu_inductor.config import DEFAULT_SOC_VERSION, NpuConfig, resolve
 from npu_inductor.graph_passes import real_inputs
+from npu_inductor.graph_passes.training_fusions import fuse_for_training
 from npu_inductor.lowering.decompositions import decomposition_table
 
 log = logging.getLogger("npu_inductor")
@@ -36,7 +37,10 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
     try:
         config = with_device_soc(resolve(options))
         warn_if_name_clash()
+        check_devices(gm, example_inputs)
         dims = find_bucketed_dims(gm, example_inputs, config)
+        if not dims:  # training: RMSNorm/rotary/SwiGLU fused with their GE backward ops
+            gm = fuse_for_training(gm, example_inputs, config)
         cached = aot_cache.usable(config, bool(dims))
         # freeze_parameters reads the real weights
         with real_inputs(example_inputs), aot_cache.scope(config, cached):
@@ -47,6 +51,20 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
         # The message names the option / op / source line; AOTAutograd's and our frames
         # under this one would only bury it (Dynamo already drops the frames above).
         raise e.with_traceback(None)  # noqa: B904 (the same exception, shorter traceback)
+
+
+def check_devices(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> None:
+    """Graph inputs are host tensors (the acl device copies them in): name any that is not."""
+    from npu_inductor.runtime.device import GraphInputError
+
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, x in zip(placeholders, example_inputs):
+        if isinstance(x, torch.Tensor) and x.device.type != "cpu":
+            grapharg = node.meta.get("grapharg")
+            name = grapharg.source.name if grapharg is not None else node.name
+            raise GraphInputError(f"input {name} is a tensor on {x.device}; npu_inductor "
+                                  f"compiles for host (cpu) tensors, which the device binds "
+                                  f"or copies in. Move it with .cpu() before the call.")
 
 
 def with_device_soc(config: NpuConfig) -> NpuConfig:
@@ -67,9 +85,9 @@ def user_errors() -> tuple[type[Exception], ...]:
     from npu_inductor.buckets import BucketError
     from npu_inductor.compile_fx import FallbackError
     from npu_inductor.config import ConfigError
-    from npu_inductor.runtime.device import DeviceError
+    from npu_inductor.runtime.device import DeviceError, GraphInputError
 
-    return (ConfigError, FallbackError, BucketError, AtcError, DeviceError)
+    return (ConfigError, FallbackError, BucketError, AtcError, DeviceError, GraphInputError)
 
 
 def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None,

@@ -45,11 +45,12 @@ def executor_source(graph: Graph, device: str, gears: Gears | None = None) -> st
     descs = [op.output_descs[0] for op in graph.data_ops()]
     refs = [i for i, op in enumerate(graph.data_ops()) if op.type == "RefData"]
     outs = list(graph.net_output().input_descs)
+    names = [op.name for op in graph.data_ops()]
     if device != "acl":
-        return render("executor.py.jinja", graph_name=graph.name,
+        return render("executor.py.jinja", graph_name=graph.name, input_names=names,
                       inputs=[(_dtype_src(d.dtype), d.shape) for d in descs],
                       outputs=[(_dtype_src(d.dtype), d.shape) for d in outs], refs=refs)
-    return render("executor_acl.py.jinja", graph_name=graph.name,
+    return render("executor_acl.py.jinja", graph_name=graph.name, input_names=names,
                   inputs=[(_dtype_src(d.dtype), d.shape, to_cpp(d.dtype)) for d in descs],
                   outputs=[(_dtype_src(d.dtype), d.shape, to_cpp(d.dtype)) for d in outs],
                   gear_inputs=[i for i, _ in gears.shapes] if gears else [],

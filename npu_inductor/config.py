@@ -117,6 +117,17 @@ def _coerce(name: str, raw: str) -> Any:
     return None if low in ("", "none") and default is None else raw
 
 
+def env_bool(var: str, default: bool) -> bool:
+    """A boolean environment variable (unset or empty: ``default``); garbage names it."""
+    low = os.environ.get(var, "").strip().lower()
+    if not low:
+        return default
+    if low not in _TRUE + _FALSE:
+        raise ConfigError(f"{var}={os.environ[var]!r} is not a boolean; use one of "
+                          f"{list(_TRUE)} or {list(_FALSE)}")
+    return low in _TRUE
+
+
 def _buckets_from_env(var: str, raw: str) -> Any:
     low = raw.strip().lower()
     if low in ("", "none"):
@@ -179,7 +190,7 @@ def _check_bool(key: str, v: Any) -> None:
 
 
 def _check_path(key: str, v: Any) -> None:
-    if key == "cache_dir" and v is False:  # the disk cache switched off
+    if key == "cache_dir" and isinstance(v, bool):  # the disk cache off / at its default
         return
     if v is not None and not isinstance(v, (str, os.PathLike)):
         raise ConfigError(f"npu_inductor option {key}={v!r} must be a path (str or "
@@ -188,9 +199,10 @@ def _check_path(key: str, v: Any) -> None:
         raise ConfigError(f"npu_inductor option {key}={v!r} contains a NUL byte")
 
 
-def _check_str(key: str, v: Any) -> None:
-    if not isinstance(v, str) or not v:
-        raise ConfigError(f"npu_inductor option {key}={v!r} must be a non-empty string")
+def _check_soc(key: str, v: Any) -> None:
+    if v is not None and (not isinstance(v, str) or not v):
+        raise ConfigError(f"npu_inductor option {key}={v!r} must be None or a non-empty "
+                          f"string")
 
 
 def _check_max_buckets(key: str, v: Any) -> None:
@@ -233,7 +245,7 @@ def _positive_ints(sizes: Any) -> bool:
 # option -> check(key, value); the _CHOICES options are checked against their lists
 _CHECKS: dict[str, Any] = {
     "dump_dir": _check_path, "cache_dir": _check_path, "shape_buckets": _check_buckets,
-    "max_buckets": _check_max_buckets, "soc_version": _check_str,
+    "max_buckets": _check_max_buckets, "soc_version": _check_soc,
     "device_id": _check_device_id, "compare": _check_bool,
     "cache_size_limit": lambda key, v: parse_size(v, f"npu_inductor option {key}"),
     "exact_above_buckets": _check_bool, "freeze_parameters": _check_bool,

@@ -208,3 +208,4 @@ def _(query: Tensor, key: Tensor, value: Tensor, dy: Tensor, softmax_max: Tensor
       softmax_sum: Tensor, attention_in: Tensor, causal: bool,
       scale: float) -> tuple[Tensor, Tensor, Tensor]:
     return query.new_empty(query.shape), key.new_empty(key.shape), value.new_empty(value.shape)
+from npu_inductor import ops_training  # noqa: E402,F401  (backward ops, autograd)

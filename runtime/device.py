@@ -30,6 +30,31 @@ class DeviceError(RuntimeError):
     """An ACL call failed or a device is unavailable."""
 
 
+class GraphInputError(TypeError):
+    """A compiled GE graph was called with an input unlike the one it was compiled for."""
+
+
+def _spec(dtype: torch.dtype, shape: Any, device: str = "cpu") -> str:
+    dims = ", ".join("?" if d == -1 else str(d) for d in shape)
+    return f"{str(dtype).removeprefix('torch.')}[{dims}] on {device}"
+
+
+def check_input(graph: str, index: int, name: str, t: Any, dtype: torch.dtype,
+                shape: tuple[int, ...]) -> None:
+    """Raise ``GraphInputError`` unless ``t`` is a host tensor of ``dtype`` whose shape
+    matches ``shape`` (-1: any size). Layout does not matter: inputs bind contiguously."""
+    if isinstance(t, torch.Tensor) and t.dtype == dtype and t.is_cpu:
+        if t.shape == shape or (t.dim() == len(shape) and all(
+                d in (-1, n) for d, n in zip(shape, t.shape))):
+            return  # (the static case costs one torch.Size == tuple comparison)
+    got = (_spec(t.dtype, t.shape, str(t.device)) if isinstance(t, torch.Tensor)
+           else type(t).__name__)
+    raise GraphInputError(f"GE graph {graph!r} input {index} ({name!r}): compiled for "
+                          f"{_spec(dtype, shape)}, called with {got}. Dynamo's guards "
+                          f"normally recompile for such an input; it reached the compiled "
+                          f"graph without a guard (a guard-free call path).")
+
+
 def check(ret: int, call: str) -> None:
     if ret != 0:
         raise DeviceError(f"{call} failed with ACL error {ret}")
@@ -39,6 +64,7 @@ class HostDevice:
     """The host device: zero-copy binding of CPU tensors, models run by ``HostModel``."""
 
     kind = "host"
+    check_input = staticmethod(check_input)
 
     def __init__(self) -> None:
         self.acl = HostAcl()
@@ -88,6 +114,7 @@ class AclDevice:
     """
 
     kind = "acl"
+    check_input = staticmethod(check_input)
     MALLOC_HUGE_FIRST = 0
     MEMCPY_H2D = 1
     MEMCPY_D2H = 2
@@ -218,6 +245,9 @@ def _device(kind: str, device_id: int | None) -> HostDevice | AclDevice:
                               "installed here. Use device='host' or 'auto'.")
         return AclDevice(device_id)
     raise DeviceError(f"unknown device {kind!r}")
+
+
+get_device.cache_clear = _device.cache_clear  # type: ignore[attr-defined]  (tests' fakes)
 
 
 # ---- public memory API (``npu_inductor.memory_stats()`` etc.) --------------------------------

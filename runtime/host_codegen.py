@@ -18,7 +18,6 @@ from __future__ import annotations
 import bisect
 import keyword
 import linecache
-import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 import torch
 
 from npu_inductor.codegen import render
+from npu_inductor.config import env_bool
 from npu_inductor.runtime.host_model import (
     Bound,
     HostExecutionError,
@@ -45,7 +45,7 @@ RunFn = Callable[[Sequence[torch.Tensor], dict, Any], list]
 
 def enabled() -> bool:
     """Whether loaded host models run generated code (``NPU_INDUCTOR_HOST_CODEGEN``)."""
-    return os.environ.get(ENV_FLAG, "1").lower() not in ("0", "false", "off", "no")
+    return env_bool(ENV_FLAG, True)
 
 
 def _label(b: Bound) -> str:

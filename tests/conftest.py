@@ -1,5 +1,6 @@
 import os
 import sys
+from collections import Counter
 
 import pytest
 import torch
@@ -8,6 +9,42 @@ sys.path.insert(0, os.path.dirname(__file__))
 # The compile cache is off in tests (the default folder is the user's ~/.cache): a test
 # that uses it passes options={"cache_dir": tmp_path} (explicit options beat this).
 os.environ["NPU_INDUCTOR_CACHE_DIR"] = "off"
+
+from npu_inductor import config  # noqa: E402
+
+# Every test compiles strictly (fallback="error", FX verifier on) unless it says otherwise with
+# ``@pytest.mark.fallback("why")``. These folders classify fallbacks themselves (the OpInfo sweep
+# records which ops fall back) or compile in worker processes that set their own options.
+_OWN_FALLBACK_POLICY = {
+    "opinfo": "the sweep classifies each op as GE / fallback / failing itself",
+    "distributed": "workers run in their own processes with their own options",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "fallback(reason): the test exercises the eager fallback, so it compiles "
+                   "with the default fallback='eager' instead of the strict test default")
+
+
+def _fallback_reason(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("fallback")
+    if marker is not None:
+        reason = marker.args[0] if marker.args else marker.kwargs.get("reason")
+        if not reason:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.fallback needs a reason")
+        return reason
+    parts = os.path.relpath(str(item.path), os.path.dirname(__file__)).split(os.sep)
+    return _OWN_FALLBACK_POLICY.get(parts[0])
+
+
+@pytest.fixture(autouse=True)
+def _strict_by_default(request):
+    if _fallback_reason(request.node) is not None:
+        yield
+        return
+    with config.patch(fallback="error", verify=True):
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -19,7 +56,32 @@ def _fresh_dynamo():
 @pytest.fixture(autouse=True)
 def _host_device_unless_asked():
     # tests run on the host device unless they ask for acl (options={"device": "acl"})
-    from npu_inductor import config
-
     with config.patch(device="host"):
         yield
+
+
+# ---- the OpInfo sweep's per-dtype-family table (here, not in opinfo/conftest.py, so that
+# the pytest-xdist controller, which loads only this conftest, prints it too) --------------
+_OPINFO_COUNTS: dict[str, Counter] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Count each sweep test's recorded (family, tested, passed, failed)."""
+    if report.when != "call":
+        return
+    for name, value in report.user_properties:
+        if name == "opinfo":
+            family, tested, passed, failed = value
+            c = _OPINFO_COUNTS.setdefault(family, Counter())
+            c.update(runs=1, tested=tested, not_tested=not tested, passed=passed,
+                     failed=failed)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if not _OPINFO_COUNTS:
+        return
+    from opinfo import sweep
+
+    terminalreporter.write_sep("=", "OpInfo sweep: (entry, dtype) runs per dtype family")
+    terminalreporter.write_line(sweep.family_table(_OPINFO_COUNTS))
+    terminalreporter.write_line(f"({sweep.NOT_TESTED}: reported as skipped, never passed)")

@@ -14,7 +14,14 @@ from npu_inductor.compile_fx import COMPILE_HOOKS, CompiledGraph, recording
 
 FP32_RTOL = 1e-5
 FP32_ATOL = 1e-5
-STRICT = {"fallback": "error"}  # a refused converter must fail the test, not run eagerly
+# A refused or missing converter must fail the test, not run eagerly; the FX verifier runs
+# after every pass. A test that means to exercise the fallback passes {"fallback": "eager"}.
+STRICT = {"fallback": "error", "verify": True}
+
+
+def strict(options: dict | None = None) -> dict:
+    """The harness's compile options: ``STRICT`` unless ``options`` says otherwise."""
+    return {**STRICT, **(options or {})}
 
 
 def random_tensor(shape, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -50,12 +57,13 @@ def assert_close(actual: Any, expected: Any, rtol: float, atol: float, what: str
 def check_model(model: torch.nn.Module, inputs: tuple, *, train: bool = True,
                 rtol: float = FP32_RTOL, atol: float = FP32_ATOL,
                 options: dict | None = None) -> list[CompiledGraph]:
-    """Compiled vs eager: outputs, and with ``train`` every parameter gradient and buffer.
+    """Compiled (strict: ``fallback="error"``, verifier on, unless ``options`` overrides) vs
+    eager: outputs, and with ``train`` every parameter gradient and buffer.
     Returns the GE graphs compiled (at least one, or the GE path did not run)."""
     torch._dynamo.reset()
     eager = copy.deepcopy(model).train(train)
     compiled_model = copy.deepcopy(model).train(train)
-    compiled = torch.compile(compiled_model, backend="npu", options=options)
+    compiled = torch.compile(compiled_model, backend="npu", options=strict(options))
     with record_graphs() as graphs:
         with torch.set_grad_enabled(train):
             expected = eager(*inputs)
@@ -77,10 +85,11 @@ def check_model(model: torch.nn.Module, inputs: tuple, *, train: bool = True,
 
 def check_fn(fn: Callable, *inputs: Any, rtol: float = FP32_RTOL, atol: float = FP32_ATOL,
              options: dict | None = None) -> list[CompiledGraph]:
-    """Compiled vs eager for a plain function (forward only)."""
+    """Compiled (strict unless ``options`` overrides) vs eager for a plain function (forward
+    only)."""
     torch._dynamo.reset()
     with record_graphs() as graphs:
-        actual = torch.compile(fn, backend="npu", options=options)(*inputs)
+        actual = torch.compile(fn, backend="npu", options=strict(options))(*inputs)
     assert_close(actual, fn(*inputs), rtol, atol, "output")
     assert graphs, "no GE graph was compiled"
     return graphs
@@ -89,7 +98,7 @@ def check_fn(fn: Callable, *inputs: Any, rtol: float = FP32_RTOL, atol: float = 
 def check_ge_ops(fn: Callable, *inputs: Any, ge: str | tuple = (), **tolerances: float
                  ) -> list[CompiledGraph]:
     """Compiled with ``fallback="error"`` vs eager; the GE graphs must hold the ``ge`` types."""
-    graphs = check_fn(fn, *inputs, options=STRICT, **tolerances)
+    graphs = check_fn(fn, *inputs, **tolerances)
     types = ge_op_types(graphs)
     for t in (ge,) if isinstance(ge, str) else ge:
         assert t in types, f"{t} not in GE graph: {sorted(types)}"

@@ -37,7 +37,8 @@ BAD_VALUES = [
     ("max_buckets", True, "must be a positive int"),
     ("dump_dir", 3, "must be a path"),
     ("cache_dir", ["a"], "must be a path"),
-    ("soc_version", 910, "must be a non-empty string"),
+    ("soc_version", 910, "must be None or a non-empty string"),
+    ("compare", "on", "must be True or False"),
     ("shape_buckets", [16, 32], "must be None, 'auto' or a dict"),
     ("shape_buckets", {"x": [16, 32]}, "must map an input name or position"),
     ("shape_buckets", {"x": {1: [0, 16]}}, "positive ints"),
@@ -63,7 +64,8 @@ def test_every_option_has_a_value_check():
     # a new option without a check would accept anything (fusions="no" meant True once)
     from npu_inductor.config import _CHECKS, _CHOICES, NpuConfig
 
-    unchecked = set(NpuConfig.keys()) - set(_CHECKS) - set(_CHOICES) - {"memory_limit"}
+    sizes = {"memory_limit", "cache_size_limit"}  # parsed by parse_size
+    unchecked = set(NpuConfig.keys()) - set(_CHECKS) - set(_CHOICES) - sizes
     assert not unchecked, f"options without a value check: {sorted(unchecked)}"
 
 
@@ -223,3 +225,13 @@ def test_backend_error_message_first_and_frames_trimmed(verbose):
     assert "test_options.py" in str(err.value)  # the user's source line
     # AOTAutograd's frames and ours are cut unless TORCHDYNAMO_VERBOSE asks for them
     assert ("_functorch" in text) is verbose and ("compile_fx.py" in text) is verbose
+
+
+def test_host_codegen_flag_rejects_garbage(monkeypatch):
+    f = torch.compile(lambda x: torch.relu(x) + 1, backend="npu")
+    x = torch.randn(4)
+    monkeypatch.setenv("NPU_INDUCTOR_HOST_CODEGEN", "0")  # the interpreter
+    torch.testing.assert_close(f(x), torch.relu(x) + 1)
+    monkeypatch.setenv("NPU_INDUCTOR_HOST_CODEGEN", "fast")
+    with pytest.raises(ConfigError, match="NPU_INDUCTOR_HOST_CODEGEN='fast' is not a boolean"):
+        f(x)

@@ -244,6 +244,19 @@ class GraphBuilder:
         return tuple(TensorDesc(n, dt, tuple(int(d) for d in shape))
                      for n, (dt, shape) in zip(names, outputs))
 
+    def readers(self, edge: str, through: frozenset[str] = frozenset()) -> list[str]:
+        """Names of the ops so far that read ``edge``, also through ops of the types in
+        ``through`` (views sharing its memory)."""
+        found, todo = [], [edge]
+        while todo:
+            e = todo.pop()
+            for op in self._ops:
+                if e in op.inputs and op.name not in found:
+                    found.append(op.name)
+                    if op.type in through:
+                        todo.append(f"{op.name}:0")
+        return found
+
     def op_type(self, name: str) -> str | None:
         """The type of the op named ``name`` (None when there is none)."""
         return next((op.type for op in self._ops if op.name == name), None)

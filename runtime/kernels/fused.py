@@ -218,3 +218,47 @@ def flash_attention_score_grad(query, key, value, dy, pse_shift=None, drop_mask=
     dq, dk, dv = aten._scaled_dot_product_flash_attention_for_cpu_backward(
         dy, query, key, value, attention_in, lse, 0.0, causal, attn_mask=bias, scale=scale_value)
     return dq, dk, dv, query.new_empty([0])
+
+
+# ---- backward ops of the training fusions ---------------------------------------------------
+@kernel("RmsNormGrad")
+def rms_norm_grad(dy, x, rstd, gamma):
+    """(dx, dgamma in fp32) of y = x * rstd * gamma, computed in fp32."""
+    xf, dyf = x.float(), dy.float()
+    normed = xf * rstd
+    dn = dyf * gamma.float()
+    dx = rstd * (dn - normed * (dn * normed).mean(-1, keepdim=True))
+    return dx.to(x.dtype), (dyf * normed).reshape(-1, x.shape[-1]).sum(0)
+
+
+def _reduce_to(t, shape):
+    """Sum a broadcast gradient back to ``shape``."""
+    while t.dim() > len(shape):
+        t = t.sum(0)
+    dims = [i for i, (a, b) in enumerate(zip(t.shape, shape)) if b == 1 and a != 1]
+    return t.sum(dims, keepdim=True) if dims else t
+
+
+@kernel("RotaryPositionEmbeddingGrad")
+def rotary_position_embedding_grad(dy, cos, sin, x=None, mode=0):
+    """mode 0 (rotate-half): dx = dy * cos + rotate_half^T(dy * sin); dcos = dy * x,
+    dsin = dy * rotate_half(x) reduced to cos's shape (zeros without ``x``)."""
+    if mode != 0:
+        raise ValueError(f"RotaryPositionEmbeddingGrad: mode {mode} is not implemented here")
+    g = dy.float() * sin.float()
+    g1, g2 = g.chunk(2, dim=-1)
+    dx = (dy.float() * cos.float() + torch.cat((g2, -g1), dim=-1)).to(dy.dtype)
+    if x is None:
+        return dx, torch.zeros_like(cos), torch.zeros_like(sin)
+    x1, x2 = x.float().chunk(2, dim=-1)
+    dcos = _reduce_to(dy.float() * x.float(), cos.shape).to(cos.dtype)
+    dsin = _reduce_to(dy.float() * torch.cat((-x2, x1), dim=-1), sin.shape).to(sin.dtype)
+    return dx, dcos, dsin
+
+
+@kernel("SwiGluGrad")
+def swiglu_grad(y_grad, x, dim=-1):
+    a, b = (t.float() for t in x.chunk(2, dim=dim))
+    dyf = y_grad.float()
+    s = torch.sigmoid(a)
+    return torch.cat((dyf * b * s * (1 + a * (1 - s)), dyf * a * s), dim=dim).to(x.dtype)

@@ -3,7 +3,8 @@ emits has a spec and a host kernel, every spec is emitted, every host kernel has
 (An op type without a spec cannot be built at all: ``test_ir.test_spec_violations_...``.)
 
 "Emitted" is read from the source: a GE op type name written as a string in the code that
-builds GE graphs (lowering/, graph_passes/, npu_inductor/ outside ge/), plus the few names
+builds GE graphs (lowering/, graph_passes/, npu_inductor/ outside ge/, and the device rules,
+which rewrite graphs), plus the few names
 that code assembles from parts (``NAMES_BUILT_IN_CODE``, each checked against its file).
 """
 
@@ -18,7 +19,7 @@ from npu_inductor.runtime.kernels import KERNELS
 ROOT = Path(__file__).resolve().parents[2]
 EMITTING = ["lowering", "graph_passes", "npu_inductor"]
 # op types the host model runs itself (graph inputs, constants, the output node)
-FRAMEWORK = {"Data", "Const", "NetOutput"}
+FRAMEWORK = {"Data", "RefData", "Const", "NetOutput"}
 # names the emitting code builds from parts -> (file, the parts it spells)
 NAMES_BUILT_IN_CODE = {
     "FFT2D": ("lowering/spectral.py", ['"FFT"', '"2D"']),
@@ -32,7 +33,8 @@ NAMES_BUILT_IN_CODE = {
 
 def _sources() -> list[Path]:
     files = [f for d in EMITTING for f in (ROOT / d).rglob("*.py")]
-    return [f for f in files if (ROOT / "npu_inductor" / "ge") not in f.parents]
+    ge = ROOT / "npu_inductor" / "ge"
+    return [f for f in files if ge not in f.parents] + [ge / "device_rules.py"]
 
 
 def _string_constants(source: str) -> set[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from harness import assert_close, check_fn, check_model, record_graphs
+from harness import STRICT, assert_close, check_fn, check_model, record_graphs
 from torch import nn
 
 aten = torch.ops.aten
@@ -22,13 +22,15 @@ def ge_ops(graphs) -> set[str]:
 
 
 def check_grad(fn, *inputs, rtol: float = 1e-5, atol: float = 1e-5, ge_backward: bool = True):
-    """Compiled vs eager: outputs and the gradient of every floating input (``ge_backward``:
-    the backward graph must also have compiled to GE)."""
+    """Compiled (strict) vs eager: outputs and the gradient of every floating input
+    (``ge_backward``: the backward graph must also have compiled to GE; otherwise the backward
+    is an eager fallback, which the caller says by passing ``ge_backward=False``)."""
     torch._dynamo.reset()
     leaves = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
     ref = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
     with record_graphs() as graphs:
-        actual = torch.compile(fn, backend="npu")(*leaves)
+        options = STRICT if ge_backward else {**STRICT, "fallback": "eager"}
+        actual = torch.compile(fn, backend="npu", options=options)(*leaves)
         expected = fn(*ref)
         assert_close(actual, expected, rtol, atol, "output")
         outs = actual if isinstance(actual, tuple) else (actual,)
@@ -89,6 +91,31 @@ def test_max_pool2d_fwd_bwd(kw):
 def test_max_pool2d_indices_match_torch():
     x = torch.randn(2, 3, 6, 5)
     check_fn(lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True), x)
+
+
+@pytest.mark.parametrize("fn,shape", [(lambda x: F.avg_pool2d(x, 3, 2, 1), (3, 7, 6)),
+                                      (lambda x: F.avg_pool3d(x, 2), (2, 4, 4, 4)),
+                                      (lambda x: F.max_pool2d(x, 2), (2, 5, 4))])
+def test_unbatched_pooling_pools_a_batch_of_one(fn, shape):
+    """The device's pooling kernels take NCHW/NCDHW only (device rule ``layout``)."""
+    graphs = check_grad(fn, torch.randn(shape))
+    pools = [op for g in graphs for op in g.lowered.graph.ops if "Pool" in op.type]
+    assert pools and all(len(op.input_descs[-1].shape) == len(shape) + 1 for op in pools)
+
+
+def test_max_pool2d_unbatched_indices_match_torch():
+    check_fn(lambda x: F.max_pool2d(x, 2, 1, dilation=2, return_indices=True),
+             torch.randn(3, 7, 6), options={"fallback": "error"})
+
+
+def test_max_pool2d_indices_dynamic_sizes():
+    """Indices decoded from the V1 mask with N, C, H, W all dynamic: one graph, every size."""
+    def fn(x):
+        return F.max_pool2d(x, 3, 2, 1, ceil_mode=True, return_indices=True)
+    compiled = torch.compile(fn, backend="npu", dynamic=True, options={"fallback": "error"})
+    for shape in ((2, 3, 9, 7), (1, 2, 6, 11), (3, 1, 35, 5)):
+        x = torch.randn(shape)
+        torch.testing.assert_close(compiled(x), fn(x), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("kw", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1},
@@ -366,6 +393,7 @@ def test_embedding_bag_and_adaptive_max_pool_bfloat16():
              torch.randn(1, 2, 5, 4).bfloat16(), **LOW[torch.bfloat16])
 
 
+@pytest.mark.fallback("a dynamic-size conv_transpose2d is refused and must run in eager")
 def test_dynamic_batch_matches_eager():
     """Converters that bake sizes into constants refuse dynamic dims (the node runs in
     eager) instead of building a wrong graph."""
@@ -384,4 +412,6 @@ def test_max_pool3d_indices_and_grad(kw):
     x = torch.randn(1, 2, 5, 6, 4)
     graphs = check_fn(lambda x: F.max_pool3d(x, return_indices=True, **kw), x)
     assert "MaxPool3DWithArgmaxV2" in ge_ops(graphs)
-    check_grad(lambda x: F.max_pool3d(x, **kw), x, ge_backward=False)  # eager, GE indices
+    # fallback: no GE converter for max_pool3d_with_indices_backward; it runs in eager on the
+    # GE forward's indices
+    check_grad(lambda x: F.max_pool3d(x, **kw), x, ge_backward=False)
