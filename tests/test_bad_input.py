@@ -44,7 +44,7 @@ def _run(compiled, fn, *args):
 # ---- inputs unlike the compiled ones: Dynamo recompiles, the answer stays right -------------
 X = torch.randn(2, 3, 4, 5)
 VARIANTS = {
-    "dtype": lambda x: x.double(),
+    "dtype": lambda x: x.half(),  # (float64 has no 910B kernels: the dtype gate refuses it)
     "rank": lambda x: x[0],
     "size": lambda x: x[:1],
     "channels_last": lambda x: x.contiguous(memory_format=torch.channels_last),

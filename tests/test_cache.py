@@ -234,7 +234,8 @@ def test_least_recently_used_entries_are_evicted_first(tmp_path):
         cache.store(tmp_path, key * 64, _entry(1000), None)
         os.utime(cache.entry_path(tmp_path, key * 64), (1000 + i, 1000 + i))
     assert cache.load(tmp_path, "a" * 64) is not None  # a used last: b is now the oldest
-    cache.store(tmp_path, "d" * 64, _entry(1000), 3 * len(cache.encode(_entry(1000), "d" * 64)))
+    size = len(cache.encode(_entry(1000), "d" * 64))  # +- a byte: the header has a time
+    cache.store(tmp_path, "d" * 64, _entry(1000), 3 * size + size // 2)
     assert {p.stem[0] for p in _entries(tmp_path)} == {"a", "c", "d"}
 
 
@@ -272,5 +273,5 @@ def test_explain_counts_hits_and_a_partitioned_graph_hits_with_its_fallbacks(tmp
         "npu_fallback_test.softclip.default": 1}
     assert [g.op_counts for g in second.ge_graphs] == [g.op_counts for g in first.ge_graphs]
     torch._dynamo.reset()
-    out = torch.compile(fn, backend="npu")(x)  # the partitioned graph, loaded from the entry
+    out = torch.compile(fn, backend="npu", options={"fallback": "eager"})(x)  # from the entry
     torch.testing.assert_close(out, fn(x))
