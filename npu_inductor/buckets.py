@@ -459,16 +459,14 @@ def new_report(dims: list[BucketedDim], exact_reason: str | None = None) -> Buck
 
 def specialize(gm: torch.fx.GraphModule, args: Sequence[Any]) -> torch.fx.GraphModule:
     """A static copy of the symbolic aten graph ``gm`` for these concrete inputs."""
-    from torch._guards import detect_fake_mode
     from torch.fx.experimental.proxy_tensor import make_fx
 
     static = make_fx(gm, tracing_mode="fake")(*args)
-    # make_fx leaves meta['val'] off placeholders whose argument it did not have to wrap
-    # (e.g. a real strided tensor): the passes and the verifier expect it everywhere
-    fake = detect_fake_mode([n.meta.get("val") for n in static.graph.nodes])
+    # make_fx leaves meta['val'] off the placeholders of the (now concrete) size arguments:
+    # the passes and the verifier expect it everywhere
     for node, arg in zip((n for n in static.graph.nodes if n.op == "placeholder"), args):
-        if "val" not in node.meta and isinstance(arg, torch.Tensor) and fake is not None:
-            node.meta["val"] = fake.from_tensor(arg)
+        if "val" not in node.meta and isinstance(arg, (int, float, bool)):
+            node.meta["val"] = arg
     return static
 
 
