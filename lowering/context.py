@@ -18,9 +18,21 @@ from npu_inductor.ge.ir import DYNAMIC_DIM, GraphBuilder, OutSpec, Value
 from npu_inductor.ge.op_specs import OpSpecError
 from npu_inductor.ge.soc import Decision, DeviceDtypeError
 
-# float dtypes moved to float32 when the SoC has no kernel for them (910B has almost no
-# float64 kernels: a float64 op, often an internal precision choice, runs in float32)
-_LOW = (torch.float16, torch.bfloat16, torch.float64)
+_LOW = (torch.float16, torch.bfloat16)
+_SMALL_INT = (torch.int8, torch.int16, torch.uint8)
+# (compute dtype, the dtypes it stands in for), tried in order when the SoC has no kernel
+# for an op's dtypes: every one holds the values it stands in for exactly. float64 is never
+# narrowed (a silent precision loss): an op without a float64 kernel is refused.
+_WIDEN = ((torch.float32, _LOW), (torch.int32, _SMALL_INT),
+          (torch.int64, (*_SMALL_INT, torch.int32)), (torch.float32, _SMALL_INT),
+          (torch.int32, (torch.bool,)), (torch.int64, (torch.bool,)))
+# bool moves to an int only for ops whose outputs just move or select input values, so the
+# Cast back to bool is exact (910B: ReverseV2, GatherElements, ... have no bool kernel)
+_VALUE_PRESERVING = frozenset({
+    "ReverseV2", "GatherElements", "GatherV2", "ArgMaxV2", "ArgMin", "ReduceMax",
+    "ReduceMin", "ConcatD", "ConcatV2", "Pack", "Transpose", "Tile", "BroadcastTo", "Roll",
+    "StridedSliceV2", "StridedSlice", "Slice", "SliceV2", "ScatterElements", "SplitV",
+    "Unpack", "TopKV2", "Sort", "Maximum", "Minimum"})
 
 
 def static_shape(shape: Sequence[Any]) -> tuple[int, ...]:
@@ -82,9 +94,9 @@ class LoweringContext:
             outs = list(out)
         first = inputs[0] if inputs and isinstance(inputs[0], Value) else None
         layout = layouts_for(op_type, first.rank if first is not None else 4)
-        wide = self._device_dtype(op_type, inputs, outs, suffix)
-        if wide is not None:
-            values = self._op_in(wide, op_type, inputs, attrs, outs, suffix, layout)
+        plan = self._device_dtype(op_type, inputs, outs, suffix)
+        if plan is not None:
+            values = self._op_in(plan, op_type, inputs, attrs, outs, suffix, layout)
         else:
             values = self.builder.op(op_type, self.name(suffix), inputs, attrs, outs,
                                      layout=layout)
@@ -96,7 +108,7 @@ class LoweringContext:
 
     # ---- the dtype gate's device form ---------------------------------------------------
     def _device_dtype(self, op_type: str, inputs: Sequence[Any], outs: list[OutSpec],
-                      suffix: str) -> torch.dtype | None:
+                      suffix: str) -> tuple[torch.dtype, tuple] | None:
         """None when the op has a kernel as given on the target SoC (or runs on AI CPU
         with no AI Core alternative); float32 when its fp16/bf16 operands must be computed
         in float32 instead (no kernel at that dtype, or an AI CPU one only). Raises the
@@ -112,43 +124,49 @@ class LoweringContext:
             refused = e
         except OpSpecError:
             return None  # a prototype violation: builder.op reports it
-        low = {v.dtype for v in _values(inputs) if v.dtype in _LOW} | {
-            dt for dt, _ in outs if dt in _LOW}
-        wide = self._kind_in(torch.float32, op_type, inputs, outs) if low else None
-        # refused: any kernel in float32 will do; on AI CPU: only an AI Core one is better
-        if wide is None or (refused is None and wide != "aicore"):
-            if refused is not None:
-                raise refused
-            return None
-        why = "no kernel" if refused is not None else "only an AI CPU kernel"
-        names = "/".join(sorted(dtypes.short_name(d) for d in low))
-        self.note("dtype-gate", f"{op_type} has {why} for {names} on {self.builder.soc}: "
-                  f"computed in float32 with Casts around", suffix)
-        return torch.float32
+        for target, narrow in _WIDEN:
+            if torch.bool in narrow and op_type not in _VALUE_PRESERVING:
+                continue
+            low = {v.dtype for v in _values(inputs) if v.dtype in narrow} | {
+                dt for dt, _ in outs if dt in narrow}
+            wide = self._kind_in((target, narrow), op_type, inputs, outs) if low else None
+            # refused: any kernel in target will do; on AI CPU: only an AI Core one is better
+            if wide is None or (refused is None and wide != "aicore"):
+                continue
+            why = "no kernel" if refused is not None else "only an AI CPU kernel"
+            names = "/".join(sorted(dtypes.short_name(d) for d in low))
+            self.note("dtype-gate", f"{op_type} has {why} for {names} on {self.builder.soc}: "
+                      f"computed in {dtypes.short_name(target)} with Casts around", suffix)
+            return target, narrow
+        if refused is not None:
+            raise refused
+        return None
 
-    def _kind_in(self, wide: torch.dtype, op_type: str, inputs: Sequence[Any],
+    def _kind_in(self, plan: tuple, op_type: str, inputs: Sequence[Any],
                  outs: list[OutSpec]) -> str | None:
-        """The kernel kind of the op with its fp16/bf16 operands moved to ``wide``."""
-        proxies = [_retyped(x, wide) for x in inputs]
+        """The kernel kind of the op with its ``plan[1]`` operands moved to ``plan[0]``."""
+        proxies = [_retyped(x, plan) for x in inputs]
         try:
-            return self.builder.kernel_kind(op_type, proxies, _wide_outs(outs, wide))
+            return self.builder.kernel_kind(op_type, proxies, _wide_outs(outs, plan))
         except OpSpecError:  # includes DeviceDtypeError
             return None
 
-    def _op_in(self, wide: torch.dtype, op_type: str, inputs: Sequence[Any],
+    def _op_in(self, plan: tuple, op_type: str, inputs: Sequence[Any],
                attrs: dict[str, Any] | None, outs: list[OutSpec], suffix: str,
                layout: Any = None) -> tuple:
         from npu_inductor.lowering.helpers import cast
 
+        wide, narrow = plan
+
         def up(x: Any) -> Any:
             if isinstance(x, Value):
-                return cast(self, x, wide) if x.dtype in _LOW else x
+                return cast(self, x, wide) if x.dtype in narrow else x
             if isinstance(x, (list, tuple)):
                 return [up(v) for v in x]
             return x
 
         values = self.builder.op(op_type, self.name(suffix), [up(x) for x in inputs], attrs,
-                                 _wide_outs(outs, wide), layout=layout)
+                                 _wide_outs(outs, plan), layout=layout)
         return tuple(cast(self, v, dt) for v, (dt, _) in zip(values, outs))
 
     def const(self, value: Any, dtype: torch.dtype, suffix: str = "const") -> Value:
@@ -177,13 +195,15 @@ def _values(inputs: Sequence[Any]) -> list[Value]:
     return out
 
 
-def _retyped(x: Any, wide: torch.dtype) -> Any:
+def _retyped(x: Any, plan: tuple) -> Any:
+    wide, narrow = plan
     if isinstance(x, Value):
-        return Value(x.op, x.index, wide, x.shape) if x.dtype in _LOW else x
+        return Value(x.op, x.index, wide, x.shape) if x.dtype in narrow else x
     if isinstance(x, (list, tuple)):
-        return [_retyped(v, wide) for v in x]
+        return [_retyped(v, plan) for v in x]
     return x
 
 
-def _wide_outs(outs: list[OutSpec], wide: torch.dtype) -> list[OutSpec]:
-    return [(wide if dt in _LOW else dt, shape) for dt, shape in outs]
+def _wide_outs(outs: list[OutSpec], plan: tuple) -> list[OutSpec]:
+    wide, narrow = plan
+    return [(wide if dt in narrow else dt, shape) for dt, shape in outs]

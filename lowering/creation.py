@@ -15,6 +15,7 @@ import torch
 from npu_inductor.ge import dtypes
 from npu_inductor.ge.ir import Value
 from npu_inductor.ge.op_specs import get_spec
+from npu_inductor.ge.soc import has_kernel
 from npu_inductor.lowering.helpers import cast, int_list
 from npu_inductor.lowering.registry import register
 from npu_inductor.lowering.shape import broadcast_to
@@ -119,6 +120,10 @@ def _range(ctx, start: Any, end: Any, step: Any) -> Value:
     cast once to the output dtype."""
     dtype, shape = ctx.out_specs()[0]
     wide = torch.float64 if dtype.is_floating_point else torch.int64
+    soc = ctx.builder.soc
+    if wide == torch.float64 and soc and not has_kernel(soc, "Range", start=wide):
+        ctx.note("dtype-gate", f"Range has no float64 kernel on {soc}: computed in float32")
+        wide = torch.float32
     consts = [cast(ctx, v, wide) if isinstance(v, Value) else ctx.const(v, wide, name)
               for v, name in ((start, "start"), (end, "limit"), (step, "delta"))]
     y = ctx.op("Range", consts, out=(wide, shape), suffix="range" if wide != dtype else "")

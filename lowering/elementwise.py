@@ -22,6 +22,7 @@ from torch._ops import OpOverload
 
 from npu_inductor.ge.ir import DYNAMIC_DIM, Value
 from npu_inductor.ge.op_specs import OpSpecError, get_spec
+from npu_inductor.ge.soc import has_kernel
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.helpers import as_value, cast, promote
 from npu_inductor.lowering.registry import register
@@ -476,7 +477,14 @@ def bitwise_not(ctx, self):
     """bitwise_not(Tensor self) -> Tensor"""
     if self.dtype == torch.bool:
         return ctx.op("LogicalNot", [self])
-    return pointwise(ctx, "Invert", [self], self.dtype, out=ctx.out_dtype)
+    soc = ctx.builder.soc
+    if soc is None or has_kernel(soc, "Invert", x=self.dtype):
+        return pointwise(ctx, "Invert", [self], self.dtype, out=ctx.out_dtype)
+    # 910B's Invert is int16 only: ~x == x ^ all-ones, narrow ints in int32 (the result
+    # stays in their range, so the Cast back is exact)
+    cd = self.dtype if self.dtype in (torch.int32, torch.int64) else torch.int32
+    ones = 0xFF if self.dtype == torch.uint8 else -1
+    return pointwise(ctx, "BitwiseXor", [self, ones], cd, out=ctx.out_dtype, suffix="xor")
 
 
 # ---- selection ---------------------------------------------------------------------------

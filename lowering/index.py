@@ -17,7 +17,8 @@ from typing import Any
 import torch
 
 from npu_inductor.ge.ir import Value
-from npu_inductor.lowering.elementwise import to_bool
+from npu_inductor.ge.soc import has_kernel
+from npu_inductor.lowering.elementwise import select, to_bool
 from npu_inductor.lowering.helpers import broadcast_shape, cast, int_list, norm_axis, promote
 from npu_inductor.lowering.registry import register
 from npu_inductor.lowering.shape import (
@@ -501,6 +502,9 @@ def _masked_fill(ctx, self: Value, mask: Value, value: Any) -> Value:
     x = broadcast_to(ctx, cast(ctx, self, dtype), shape, "self")
     fill = cast(ctx, value, dtype) if isinstance(value, Value) else ctx.const(value, dtype,
                                                                                "value")
+    soc = ctx.builder.soc
+    if soc is not None and not has_kernel(soc, "MaskedFill", x=dtype):  # 910B: no int64
+        return select(ctx, mask, fill, x, dtype)
     return move(ctx, "MaskedFill", [x, mask, fill], data=(0, 2))
 
 

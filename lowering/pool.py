@@ -23,10 +23,11 @@ import torch
 
 from npu_inductor.ge import dtypes
 from npu_inductor.ge.ir import Value
+from npu_inductor.lowering.context import static_shape
 from npu_inductor.lowering.helpers import cast, int_list
 from npu_inductor.lowering.registry import register
-from npu_inductor.lowering.shape import reshape, static_dims, strided_slice
-from npu_inductor.lowering.symbolic import shape_of
+from npu_inductor.lowering.shape import strided_slice
+from npu_inductor.lowering.symbolic import reshape_to, scalar, shape_of, sym_sizes, sym_value
 
 aten = torch.ops.aten
 MASK_BITS = 16  # output positions per uint16 mask element
@@ -64,47 +65,77 @@ def _nchw(ctx, x: Value, suffix: str) -> Value:
 
 
 def _pool_v1(ctx, x: Value, kernel_size, stride, padding, dilation, ceil_mode,
-             out_hw: Sequence[int]) -> tuple[Value, Value]:
+             out_sizes: Sequence[Any]) -> tuple[Value, Value]:
+    """``MaxPoolWithArgmaxV1`` -> (y, uint16 mask); ``out_sizes`` are y's (ints or SymInts)."""
     k = _pair(kernel_size, ())
-    n, c = x.shape[:2]
+    n, c, oh, ow = out_sizes
+    words = (oh * ow + MASK_BITS - 1) // MASK_BITS + 1
     return ctx.op("MaxPoolWithArgmaxV1", [x],
                   _v1_attrs(kernel_size, stride, padding, dilation, ceil_mode),
-                  out=[(x.dtype, (n, c, *out_hw)), (torch.uint16, mask_shape(n, c, k, out_hw))],
+                  out=[(x.dtype, static_shape((n, c, oh, ow))),
+                       (torch.uint16, static_shape((n, c, k[0] * k[1], words)))],
                   suffix="pool")
 
 
-def _mask_indices(ctx, mask: Value, in_w: int, out_hw: Sequence[int], window) -> Value:
-    """torch's int64 indices (``h * W + w`` per plane) from a V1 mask, in GE ops."""
+def _planes(sizes: Sequence[Any]) -> tuple[Any, ...]:
+    """(N, C, H, W) sizes of a (C, H, W) or (N, C, H, W) tensor."""
+    return tuple(sizes) if len(sizes) == 4 else (1, *sizes)
+
+
+def _mask_indices(ctx, mask: Value, in_sizes: Sequence[Any], out_sizes: Sequence[Any],
+                  window) -> Value:
+    """torch's int64 indices (``h * W + w`` per plane) from a V1 mask, in GE ops. Sizes are
+    ints or SymInts (dynamic N, C, H, W are rebuilt at run time)."""
     k, s, p, d = window
-    n, c, taps, words = mask.shape
-    oh, ow = out_hw
-    i32 = torch.int32
-    bits_shape = (n, c, taps, words, MASK_BITS)
-    m = reshape(ctx, cast(ctx, mask, i32), (n, c, taps, words, 1), "mask_words")
+    n, c, oh, ow = out_sizes
+    i32, i64 = torch.int32, torch.int64
+    m = ctx.op("Unsqueeze", [cast(ctx, mask, i32)], {"axes": [4]}, out=(i32, (*mask.shape, 1)),
+               suffix="mask_words")
+    bits_shape = (*mask.shape, MASK_BITS)
     shifts = ctx.const(torch.arange(MASK_BITS, dtype=i32), i32, "mask_shifts")
     m = ctx.op("RightShift", [m, shifts], out=(i32, bits_shape), suffix="mask_shift")
     bits = ctx.op("BitwiseAnd", [m, ctx.const(1, i32, "one")], out=(i32, bits_shape),
                   suffix="mask_bits")
-    flat = (n, c, taps, words * MASK_BITS)
-    offsets = ctx.const(torch.arange(taps, dtype=i32).reshape(taps, 1), i32, "window_offsets")
-    tap = ctx.op("Mul", [reshape(ctx, bits, flat, "mask_flat"), offsets], out=(i32, flat),
-                 suffix="mask_taps")
+    taps = mask.shape[2]
+    offsets = ctx.const(torch.arange(taps, dtype=i32).reshape(taps, 1, 1), i32, "window_offsets")
+    tap = ctx.op("Mul", [bits, offsets], out=(i32, bits_shape), suffix="mask_taps")
+    tap_shape = (*mask.shape[:2], mask.shape[3], MASK_BITS)
     tap = ctx.op("ReduceSum", [tap, int_list(ctx, [2], "axes")], {"keep_dims": False},
-                 out=(i32, (n, c, flat[3])), suffix="window_offset")
-    tap = strided_slice(ctx, tap, [2], [0], [oh * ow], [1], suffix="window_offset_valid")
-    kw = ctx.const(k[1], i32, "kw")
-    row = ctx.op("FloorDiv", [tap, kw], out=(i32, tap.shape), suffix="window_row")
-    col = ctx.op("FloorMod", [tap, kw], out=(i32, tap.shape), suffix="window_col")
-    row = ctx.op("Mul", [row, ctx.const(d[0] * in_w, i32, "row_step")], out=(i32, tap.shape),
-                 suffix="row_offset")
-    col = ctx.op("Mul", [col, ctx.const(d[1], i32, "col_step")], out=(i32, tap.shape),
-                 suffix="col_offset")
-    hs = torch.arange(oh, dtype=i32) * s[0] - p[0]
-    ws = torch.arange(ow, dtype=i32) * s[1] - p[1]
-    base = ctx.const((hs[:, None] * in_w + ws[None, :]).reshape(-1), i32, "window_base")
-    idx = ctx.op("Add", [ctx.op("Add", [row, col], out=(i32, tap.shape), suffix="offset"),
-                         base], out=(i32, tap.shape), suffix="flat_index")
-    return reshape(ctx, cast(ctx, idx, torch.int64), (n, c, oh, ow), "indices")
+                 out=(i32, tap_shape), suffix="window_offset")  # [N, C, words, 16]
+    positions = oh * ow
+    words = (positions + MASK_BITS - 1) // MASK_BITS + 1
+    tap = reshape_to(ctx, tap, [n, c, words * MASK_BITS], "window_offset_flat")
+    tap = strided_slice(ctx, tap, [2], [0], [sym_value(ctx, positions)], [1],
+                        suffix="window_offset_valid", shape=static_shape((n, c, positions)))
+    tap = cast(ctx, reshape_to(ctx, tap, [n, c, oh, ow], "window_offset_planes"), i64)
+    kw = ctx.const(k[1], i64, "kw")
+    row = ctx.op("FloorDiv", [tap, kw], out=(i64, tap.shape), suffix="window_row")
+    col = ctx.op("FloorMod", [tap, kw], out=(i64, tap.shape), suffix="window_col")
+    h = _axis_origin(ctx, oh, s[0], p[0], row, d[0], True, "h")
+    w = _axis_origin(ctx, ow, s[1], p[1], col, d[1], False, "w")
+    width = scalar(ctx, sym_value(ctx, in_sizes[3]))
+    h = ctx.op("Mul", [h, width], out=(i64, tap.shape), suffix="row_start")
+    return ctx.op("Add", [h, w], out=(i64, tap.shape), suffix="indices")
+
+
+def _axis_origin(ctx, size: Any, stride: int, pad: int, tap: Value, dilation: int,
+                 column: bool, axis: str) -> Value:
+    """Input coordinate along one axis: window start ``i * stride - pad`` of output ``i``
+    plus the tap's ``tap * dilation`` (``column``: ``i`` runs down dim -2, else dim -1)."""
+    i64 = torch.int64
+    limit = scalar(ctx, sym_value(ctx, size))
+    start = ctx.op("Range", [ctx.const(0, i64, "zero"), limit, ctx.const(1, i64, "step")],
+                   out=(i64, static_shape((size,))), suffix=f"{axis}_outputs")
+    start = ctx.op("Mul", [start, ctx.const(stride, i64, f"{axis}_stride")],
+                   out=(i64, start.shape), suffix=f"{axis}_strided")
+    start = ctx.op("Sub", [start, ctx.const(pad, i64, f"{axis}_pad")], out=(i64, start.shape),
+                   suffix=f"{axis}_window_start")
+    if column:
+        start = ctx.op("Unsqueeze", [start], {"axes": [1]}, out=(i64, (*start.shape, 1)),
+                       suffix=f"{axis}_column")
+    offset = ctx.op("Mul", [tap, ctx.const(dilation, i64, f"{axis}_dilation")],
+                    out=(i64, tap.shape), suffix=f"{axis}_tap_offset")
+    return ctx.op("Add", [offset, start], out=(i64, tap.shape), suffix=f"{axis}_input")
 
 
 def _restore(ctx, v: Value, like_rank: int, dtype: torch.dtype, suffix: str) -> Value:
@@ -118,11 +149,11 @@ def _restore(ctx, v: Value, like_rank: int, dtype: torch.dtype, suffix: str) -> 
 def max_pool2d_with_indices(ctx, self, kernel_size, stride=(), padding=(0,), dilation=(1,),
                             ceil_mode=False):
     """max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""  # noqa: E501
-    static_dims(ctx, self)  # the mask's shape and the index decoding use the sizes
-    out_hw = ctx.out_specs()[0][1][-2:]
+    in_sizes = _planes(sym_sizes(ctx, self))
+    out_sizes = _planes(tuple(ctx.meta[0].shape))
     x = _nchw(ctx, self, "x4d")
-    y, mask = _pool_v1(ctx, x, kernel_size, stride, padding, dilation, ceil_mode, out_hw)
-    idx = _mask_indices(ctx, mask, x.shape[3], out_hw,
+    y, mask = _pool_v1(ctx, x, kernel_size, stride, padding, dilation, ceil_mode, out_sizes)
+    idx = _mask_indices(ctx, mask, in_sizes, out_sizes,
                         _window(kernel_size, stride, padding, dilation))
     return (_restore(ctx, y, self.rank, self.dtype, "y3d"),
             _restore(ctx, idx, self.rank, torch.int64, "indices3d"))
@@ -132,15 +163,29 @@ def max_pool2d_with_indices(ctx, self, kernel_size, stride=(), padding=(0,), dil
 def max_pool2d_with_indices_backward(ctx, grad_output, self, kernel_size, stride, padding,
                                      dilation, ceil_mode, indices):
     """max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor"""  # noqa: E501
-    static_dims(ctx, self, grad_output)
     x, dy = _nchw(ctx, self, "x4d"), _nchw(ctx, grad_output, "dy4d")
     dy = cast(ctx, dy, x.dtype)
     _, mask = _pool_v1(ctx, x, kernel_size, stride, padding, dilation, ceil_mode,
-                       dy.shape[-2:])
+                       _planes(sym_sizes(ctx, grad_output)))
     dx = ctx.op("MaxPoolGradWithArgmaxV1", [x, dy, mask],
                 _v1_attrs(kernel_size, stride, padding, dilation, ceil_mode),
                 out=(x.dtype, x.shape), suffix="grad")
     return _restore(ctx, dx, self.rank, self.dtype, "dx3d")
+
+
+def batched(ctx, x: Value, rank: int, suffix: str = "batched") -> Value:
+    """An unbatched pooling input as a batch of one (torchair: ``Unsqueeze`` axes [0]): the
+    device's pooling kernels take NCHW (``rank`` 4) / NCDHW (5) tensors only."""
+    if x.rank == rank:
+        return x
+    return ctx.op("Unsqueeze", [x], {"axes": [0]}, out=(x.dtype, (1, *x.shape)), suffix=suffix)
+
+
+def unbatched(ctx, y: Value, rank: int, suffix: str = "unbatched") -> Value:
+    """Undo ``batched`` for a result that should have rank ``rank``."""
+    if y.rank == rank:
+        return y
+    return ctx.op("Squeeze", [y], {"axis": [0]}, out=(y.dtype, y.shape[1:]), suffix=suffix)
 
 
 def _avg_attrs(kernel_size, stride, padding, ceil_mode, count_include_pad,
@@ -159,20 +204,24 @@ def avg_pool2d(ctx, self, kernel_size, stride=(), padding=(0,), ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""  # noqa: E501
     x = self if self.dtype != torch.bfloat16 else cast(ctx, self, torch.float32)
+    x = batched(ctx, x, 4)
+    out = _planes(ctx.out_specs()[0][1])
     y = ctx.op("AvgPoolV2", [x], _avg_attrs(kernel_size, stride, padding, ceil_mode,
                                             count_include_pad, divisor_override),
-               out=(x.dtype, ctx.out_specs()[0][1]))
-    return cast(ctx, y, self.dtype)
+               out=(x.dtype, out))
+    return cast(ctx, unbatched(ctx, y, self.rank), self.dtype)
 
 
 @register(aten.avg_pool2d_backward.default)
 def avg_pool2d_backward(ctx, grad_output, self, kernel_size, stride, padding, ceil_mode,
                         count_include_pad, divisor_override):
     """avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""  # noqa: E501
-    shape = shape_of(ctx, self, torch.int32, "orig_input_shape")
-    return ctx.op("AvgPoolV2Grad", [shape, grad_output],
-                  _avg_attrs(kernel_size, stride, padding, ceil_mode, count_include_pad,
-                             divisor_override))
+    x = batched(ctx, self, 4, "x4d")
+    shape = shape_of(ctx, x, torch.int32, "orig_input_shape")
+    dx = ctx.op("AvgPoolV2Grad", [shape, batched(ctx, grad_output, 4, "dy4d")],
+                _avg_attrs(kernel_size, stride, padding, ceil_mode, count_include_pad,
+                           divisor_override), out=(grad_output.dtype, x.shape))
+    return unbatched(ctx, dx, self.rank)
 
 
 def _triple(values: Sequence[int], default: Sequence[int]) -> list[int]:
@@ -187,7 +236,12 @@ def max_pool3d_with_indices(ctx, self, kernel_size, stride=(), padding=(0,), dil
     k = _triple(kernel_size, ())
     attrs = {"ksize": k, "strides": _triple(stride, k), "pads": _triple(padding, (0,)),
              "dilation": _triple(dilation, (1,)), "ceil_mode": bool(ceil_mode),
-             "data_format": "NCDHW", "dtype": dtypes.to_cpp(torch.int64)}
+             "data_format": "NCDHW", "dtype": dtypes.to_cpp(torch.int32)}
     # GE has no argmax-driven 3-d max-pool gradient: the backward runs in eager on these
-    # torch-layout indices.
-    return ctx.op("MaxPool3DWithArgmaxV2", [self], attrs)
+    # torch-layout indices. The 910B kernel's argmax is int32; torch's indices are int64.
+    x = batched(ctx, self, 5)
+    outs = [(dt, (1, *shape) if self.rank == 4 else shape)
+            for dt, (_, shape) in zip((self.dtype, torch.int32), ctx.out_specs())]
+    y, idx = ctx.op("MaxPool3DWithArgmaxV2", [x], attrs, out=outs)
+    return (unbatched(ctx, y, self.rank, "values"),
+            cast(ctx, unbatched(ctx, idx, self.rank, "indices"), torch.int64))

@@ -17,6 +17,7 @@ import torch
 
 from npu_inductor.ge.ir import Value
 from npu_inductor.ge.op_specs import OpSpecError, get_spec
+from npu_inductor.ge.soc import DeviceDtypeError
 from npu_inductor.lowering.helpers import cast, int_list, norm_axis
 from npu_inductor.lowering.registry import register
 from npu_inductor.lowering.symbolic import DynamicShapeError, is_symbolic, shape_value
@@ -59,6 +60,8 @@ def move(ctx, ge_type: str, inputs: list, attrs: dict | None = None, out: Any = 
     outs = ctx.out_specs() if out is None else _as_list(out)
     first = inputs[data[0]]
     dtype = (first[0] if isinstance(first, list) else first).dtype
+    if dtype == torch.complex64 and _no_kernel(ctx, ge_type, inputs, outs):
+        return _by_parts(ctx, ge_type, inputs, attrs, outs, data, suffix)
     wide = carrier(ge_type, get_spec(ge_type).inputs[data[0]].name, dtype)
     if wide == dtype:
         return ctx.op(ge_type, inputs, attrs, out=outs, suffix=suffix)
@@ -72,6 +75,40 @@ def move(ctx, ge_type: str, inputs: list, attrs: dict | None = None, out: Any = 
     back = tuple(cast(ctx, y, dtype) if d == dtype else y
                  for y, (d, _) in zip(ys if many else (ys,), outs))
     return back if many else back[0]
+
+
+def _no_kernel(ctx, ge_type: str, inputs: list, outs: list) -> bool:
+    """Whether the target SoC has no kernel for ``ge_type`` at these dtypes."""
+    try:
+        ctx.builder.kernel_kind(ge_type, inputs, outs)
+    except DeviceDtypeError:
+        return True
+    except OpSpecError:
+        return False
+    return False
+
+
+def _by_parts(ctx, ge_type: str, inputs: list, attrs: dict | None, outs: list,
+              data: Sequence[int], suffix: str) -> Any:
+    """A data-movement op on complex64 data the SoC has no kernel for: moved as its real
+    and imaginary float32 parts (``Real``/``Imag``), recombined with ``Complex``."""
+    ctx.note("dtype-gate", f"{ge_type} has no complex64 kernel on {ctx.builder.soc}: "
+             "moved as float32 real and imaginary parts", suffix)
+    f32, c64 = torch.float32, torch.complex64
+    part_outs = [(f32 if d == c64 else d, sh) for d, sh in outs]
+    parts = []
+    for part in ("Real", "Imag"):
+        def split(v, part=part):
+            return ctx.op(part, [v], {"Tout": f32}, out=(f32, v.shape), suffix=part.lower())
+        ins = list(inputs)
+        for i in data:
+            v = ins[i]
+            ins[i] = [split(x) for x in v] if isinstance(v, list) else split(v)
+        ys = ctx.op(ge_type, ins, attrs, out=part_outs, suffix=f"{suffix}_{part.lower()}")
+        parts.append(ys if isinstance(ys, tuple) else (ys,))
+    back = tuple(ctx.op("Complex", [re, im], {"Tout": c64}, out=(c64, sh), suffix="complex")
+                 if d == c64 else re for re, im, (d, sh) in zip(*parts, outs))
+    return back if len(back) > 1 else back[0]
 
 
 def reshape(ctx, x: Value, shape: Sequence[int], suffix: str = "reshape") -> Value:

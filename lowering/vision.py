@@ -14,6 +14,7 @@ from npu_inductor.ge import dtypes
 from npu_inductor.ge.ir import Value
 from npu_inductor.lowering.helpers import cast
 from npu_inductor.lowering.index import filled
+from npu_inductor.lowering.pool import batched, unbatched
 from npu_inductor.lowering.precision import op_in_float32
 from npu_inductor.lowering.registry import register
 from npu_inductor.lowering.shape import reshape, static_dims, transpose
@@ -60,8 +61,12 @@ def _pool3d_attrs(kernel_size, stride, padding, ceil_mode, count_include_pad,
 def avg_pool3d(ctx, self, kernel_size, stride=(), padding=(0,), ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""  # noqa: E501
-    return ctx.op("AvgPool3D", [self], _pool3d_attrs(kernel_size, stride, padding, ceil_mode,
-                                                     count_include_pad, divisor_override))
+    out_dtype, out_shape = ctx.out_specs()[0]
+    y = ctx.op("AvgPool3D", [batched(ctx, self, 5)],
+               _pool3d_attrs(kernel_size, stride, padding, ceil_mode, count_include_pad,
+                             divisor_override),
+               out=(out_dtype, (1, *out_shape) if self.rank == 4 else out_shape))
+    return unbatched(ctx, y, self.rank)
 
 
 @register(aten.avg_pool3d_backward.default)
@@ -69,11 +74,13 @@ def avg_pool3d_backward(ctx, grad_output, self, kernel_size, stride, padding, ce
                         count_include_pad, divisor_override):
     """avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""  # noqa: E501
     static_dims(ctx, self)  # the input size becomes a Const input
-    shape = ctx.const(torch.tensor(list(self.shape), dtype=torch.int32), torch.int32,
+    x_shape = (1, *self.shape) if self.rank == 4 else tuple(self.shape)
+    shape = ctx.const(torch.tensor(list(x_shape), dtype=torch.int32), torch.int32,
                       "orig_input_shape")
-    return ctx.op("AvgPool3DGrad", [shape, grad_output],
-                  _pool3d_attrs(kernel_size, stride, padding, ceil_mode, count_include_pad,
-                                divisor_override))
+    dx = ctx.op("AvgPool3DGrad", [shape, batched(ctx, grad_output, 5)],
+                _pool3d_attrs(kernel_size, stride, padding, ceil_mode, count_include_pad,
+                              divisor_override), out=(grad_output.dtype, x_shape))
+    return unbatched(ctx, dx, self.rank)
 
 
 def _grid_attrs(interpolation_mode, padding_mode, align_corners) -> dict:
@@ -199,12 +206,15 @@ def adaptive_max_pool3d(ctx, self, output_size):
     static_dims(ctx, self)
     k = [int(i) // int(o) for i, o in zip(self.shape[-3:], output_size)]
     x = reshape(ctx, self, (1,) + self.shape, "batch") if self.rank == 4 else self
-    out = [(dt, (1,) + s if self.rank == 4 else s) for dt, s in ctx.out_specs()]
+    # the 910B kernel's argmax is int32; torch's indices are int64
+    out = [(dt, (1,) + s if self.rank == 4 else s)
+           for dt, s in zip((self.dtype, torch.int32), (s for _, s in ctx.out_specs()))]
     attrs = {"ksize": k, "strides": k, "pads": [0, 0, 0], "dilation": [1, 1, 1],
-             "ceil_mode": False, "data_format": "NCDHW", "dtype": dtypes.to_cpp(torch.int64)}
+             "ceil_mode": False, "data_format": "NCDHW", "dtype": dtypes.to_cpp(torch.int32)}
     ys = ctx.op("MaxPool3DWithArgmaxV2", [x], attrs, out=out, suffix="pool")
-    return tuple(reshape(ctx, y, s, n) for y, (_, s), n in zip(ys, ctx.out_specs(),
-                                                               ("values", "indices")))
+    values, indices = (reshape(ctx, y, s, n) for y, (_, s), n in zip(ys, ctx.out_specs(),
+                                                                     ("values", "indices")))
+    return values, cast(ctx, indices, torch.int64)
 
 
 # ---- anti-aliased bilinear resize ------------------------------------------------------------

@@ -234,7 +234,8 @@ def _positive_ints(sizes: Any) -> bool:
 _CHECKS: dict[str, Any] = {
     "dump_dir": _check_path, "cache_dir": _check_path, "shape_buckets": _check_buckets,
     "max_buckets": _check_max_buckets, "soc_version": _check_str,
-    "device_id": _check_device_id,
+    "device_id": _check_device_id, "compare": _check_bool,
+    "cache_size_limit": lambda key, v: parse_size(v, f"npu_inductor option {key}"),
     "exact_above_buckets": _check_bool, "freeze_parameters": _check_bool,
     "fusions": _check_bool, "memory_plan": _check_bool, "verify": _check_bool,
 }
@@ -249,7 +250,7 @@ def _validate(values: dict[str, Any]) -> dict[str, Any]:
     for key, check in _CHECKS.items():
         if key in values:
             check(key, values[key])
-    if "soc_version" in values:  # a SoC without a kernel table (dtype gate) is an error
+    if values.get("soc_version") is not None:  # no kernel table (dtype gate): an error
         from npu_inductor.ge.soc import UnknownSocError, family
 
         try:

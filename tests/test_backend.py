@@ -13,6 +13,7 @@ from npu_inductor import config as npu_config
 from npu_inductor.atc import atc_script
 from npu_inductor.config import ConfigError, resolve
 from npu_inductor.ge import GraphBuilder
+from npu_inductor.gears import GearError, Gears
 
 
 def test_unknown_option_is_an_error_listing_valid_keys():
@@ -194,12 +195,22 @@ def test_atc_script_argument_forms(tmp_path):
     b = GraphBuilder("g")
     x = b.data(torch.float32, (-1, 16), "tokens")
     b.output([x])
+    gears = Gears(shapes=((0, (-1, 16)),), values=((1,), (4,), (8,)))
     script = atc_script(b.build(), tmp_path / "g.air", tmp_path / "g", resolve(),
-                        gears=[[1], [4], [8]])
+                        "Ascend910B1", gears=gears)
     assert "--framework=1" in script and "--soc_version=Ascend910B1" in script
     assert "--input_shape=tokens:-1,16 " in script
     assert "--dynamic_dims='1;4;8'" in script and "--input_format=ND" in script
     assert "--precision_mode=must_keep_origin_dtype" in script
+
+
+def test_gears_refuse_what_atc_refuses():
+    with pytest.raises(GearError, match="2 to 100 gears"):
+        Gears(shapes=((0, (-1, 16)),), values=((4,),))
+    with pytest.raises(GearError, match="1 wide"):
+        Gears(shapes=((0, (-1, 16)),), values=((4, 2), (8, 2)))
+    with pytest.raises(GearError, match="distinct"):
+        Gears(shapes=((0, (-1, 16)),), values=((4,), (4,)))
 
 
 def test_acl_device_requires_cann():

@@ -34,8 +34,10 @@ def run_seed(seed: int) -> str | None:
     except check.InvalidProgram:
         return "invalid"
     except Exception as e:  # any failure of the compiled program is a finding
-        first = (str(e).strip().splitlines() or [""])[0]
-        return f"{type(e).__name__}: {first[:300]}"
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        why = next((ln for ln in reversed(lines) if "failed" in ln or "Error:" in ln),
+                   lines[0] if lines else "")
+        return f"{type(e).__name__}: {why[:300]}"
     return None
 
 

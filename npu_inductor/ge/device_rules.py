@@ -318,7 +318,7 @@ def _check_ref_inputs(graph: Graph):
     for op in graph.ops:
         if op.type in (*_DATA, "Const", "NetOutput"):
             continue
-        ports = [(k, n) for k, n in ref_ports(op.type)]
+        ports = ref_ports(op.type)
         if not ports:
             continue
         readers = readers if readers is not None else _readers(graph)

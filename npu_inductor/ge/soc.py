@@ -49,7 +49,7 @@ class DeviceDtypeError(OpSpecError):
 
 
 class UnknownSocError(ValueError):
-    """A SoC without a kernel table (``config`` reports it as a ``ConfigError``)."""
+    """A SoC without a kernel table (the option check turns it into a ``ConfigError``)."""
 
 
 def family(soc_version: str) -> str:

@@ -36,9 +36,9 @@ def env_for_workers(tmp: Path) -> dict[str, str]:
 
 
 def _clear_device_cache() -> None:
-    from npu_inductor.runtime.device import get_device
+    from npu_inductor.runtime import device
 
-    get_device.cache_clear()
+    device._device.cache_clear()  # the process-wide devices: a fresh AclDevice per test
 
 
 @pytest.fixture

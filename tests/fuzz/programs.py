@@ -70,6 +70,7 @@ class Input:
     dtype: str  # key of DTYPES
     kind: str = "data"  # "data" | "index" (ints in [0, high)) | "mask" (bools)
     high: int = 1
+    low: int = 0  # "index": negative (wrapping) indices when below 0
     layout: str = "contiguous"  # "contiguous" | "transposed" (last two dims) | "strided"
     grad: bool = False
 
@@ -77,7 +78,7 @@ class Input:
         shape = _physical_shape(self.shape, self.layout)
         dtype = DTYPES[self.dtype]
         if self.kind == "index":
-            t = torch.randint(0, max(self.high, 1), shape, generator=gen)
+            t = torch.randint(self.low, max(self.high, self.low + 1), shape, generator=gen)
         elif self.kind == "mask" or dtype == torch.bool:
             t = torch.randint(0, 2, shape, generator=gen).bool()
         elif dtype == torch.int64:
@@ -146,7 +147,7 @@ class Program:
 
 def _input_json(i: Input) -> dict[str, Any]:
     return {"name": i.name, "shape": list(i.shape), "dtype": i.dtype, "kind": i.kind,
-            "high": i.high, "layout": i.layout, "grad": i.grad}
+            "high": i.high, "low": i.low, "layout": i.layout, "grad": i.grad}
 
 
 # ---- generation state ---------------------------------------------------------------------
@@ -180,13 +181,13 @@ class Builder:
         self._n = 0
 
     def new_input(self, shape: Sequence[int], dtype: torch.dtype | None = None, *,
-                  kind: str = "data", high: int = 1) -> Value:
+                  kind: str = "data", high: int = 1, low: int = 0) -> Value:
         dtype = dtype or self.dtype
         name = f"x{len(self.inputs)}"
         layout = "contiguous"
         if kind == "data" and len(shape) >= 2 and self.d.bool(30):
             layout = self.d.choice(("transposed", "strided"))
-        spec = Input(name, tuple(shape), DTYPE_NAMES[dtype], kind, high, layout)
+        spec = Input(name, tuple(shape), DTYPE_NAMES[dtype], kind, high, low, layout)
         self.inputs.append(spec)
         meta = _logical_view(torch.empty(_physical_shape(spec.shape, layout), dtype=dtype,
                                          device="meta"), layout)

@@ -4,7 +4,7 @@ indexing and in-place statements (see ``programs.py``)."""
 from __future__ import annotations
 
 import torch
-from programs import Builder, Template, Value, broadcast_partner, floating
+from programs import Builder, Template, Value, broadcast_partner, floating, random_shape
 
 aten = torch.ops.aten
 
@@ -274,11 +274,13 @@ MATMULS = [Template("matmul", _matmul, (aten.mm.default,)),
 
 
 # ---- indexing -----------------------------------------------------------------------------
-def _index(b: Builder, x: Value, d: int, shape: tuple) -> Value:
-    """Indices into dim ``d`` of ``x`` (none at all when that dim is empty)."""
+def _index(b: Builder, x: Value, d: int, shape: tuple, negative: bool = False) -> Value:
+    """Indices into dim ``d`` of ``x`` (none at all when that dim is empty); with
+    ``negative`` (ops that wrap them) some may be negative."""
     if x.shape[d] == 0 and len(shape) == 1:
         shape = (0,)
-    return b.new_input(shape, torch.int64, kind="index", high=x.shape[d])
+    low = -x.shape[d] if negative and b.d.bool(50) else 0
+    return b.new_input(shape, torch.int64, kind="index", high=x.shape[d], low=low)
 
 
 def _gather(b: Builder) -> Value | None:
@@ -296,9 +298,9 @@ def _index_select(b: Builder) -> Value | None:
     if x is None:
         return None
     d = _dim(b, x)
-    idx = _index(b, x, d, (b.d.int(0, 4),))
-    expr = b.d.choice(("{x}.index_select({d}, {i})", "{x}[{i}]" if d in (0, -len(x.shape))
-                       else "{x}.index_select({d}, {i})"))
+    advanced = d in (0, -len(x.shape)) and b.d.bool(50)
+    idx = _index(b, x, d, (b.d.int(0, 4),), negative=advanced)
+    expr = "{x}[{i}]" if advanced else "{x}.index_select({d}, {i})"
     return b.emit("index_select", expr.format(x=x.name, d=d, i=idx.name),
                   {x.name: x, idx.name: idx})
 
@@ -307,7 +309,7 @@ def _index_put(b: Builder) -> Value | None:
     x = b.pick(lambda v: len(v.shape) >= 1 and v.dtype != torch.bool)
     if x is None:
         return None
-    idx = _index(b, x, 0, (b.d.int(1, 3),))
+    idx = _index(b, x, 0, (b.d.int(1, 3),), negative=True)
     vals = b.new_input(broadcast_partner(b.d, (idx.shape[0], *x.shape[1:])), x.dtype)
     acc = b.d.choice(("True", "False")) if floating(x) else "True"
     expr = f"{x.name}.index_put(({idx.name},), {vals.name}, accumulate={acc})"
@@ -395,6 +397,126 @@ def _target_shape(t: Value, target: str) -> tuple:
 
 INPLACE = [Template("inplace", _inplace, (aten.add.Tensor, aten.copy.default))]
 
+
+# ---- integer / bool / dtype-changing ops --------------------------------------------------
+def _of(pred, name: str, expr: str, *needs) -> Template:
+    def build(b: Builder) -> Value | None:
+        x = b.pick(pred)
+        return x and b.emit(name, expr.format(x=x.name), {x.name: x})
+    return Template(name, build, needs)
+
+
+def _int(v: Value) -> bool:
+    return v.dtype == torch.int64
+
+
+def _f32(v: Value) -> bool:
+    return v.dtype == torch.float32
+
+
+def _bool_pair(name: str, op: str, *needs) -> Template:
+    def build(b: Builder) -> Value | None:
+        x = b.pick(lambda v: v.dtype in (torch.bool, torch.int64))
+        if x is None:
+            return None
+        y = _partner(b, x)
+        return b.emit(name, f"{x.name} {op} {y.name}", {x.name: x, y.name: y})
+    return Template(name, build, needs)
+
+
+def _topk(b: Builder) -> Value | None:
+    x = b.pick(lambda v: floating(v) and len(v.shape) >= 1 and 0 not in v.shape)
+    if x is None:
+        return None
+    d = _dim(b, x)
+    k = b.d.int(1, x.shape[d])
+    expr = b.d.choice((f"{x.name}.topk({k}, {d})[0]", f"{x.name}.sort({d})[0]",
+                       f"{x.name}.sort({d}, descending=True)[0]"))
+    return b.emit("topk", expr, {x.name: x})
+
+
+def _multi_reduce(b: Builder) -> Value | None:
+    x = b.pick(lambda v: floating(v) and len(v.shape) >= 2)
+    if x is None:
+        return None
+    dims = sorted({_dim(b, x) % len(x.shape) for _ in range(2)})
+    fn = b.d.choice(("sum", "mean", "amax", "std"))
+    return b.emit("multi_reduce", f"{x.name}.{fn}({tuple(dims)}, keepdim={b.d.bool()})",
+                  {x.name: x})
+
+
+def _cat_sizes(b: Builder) -> Value | None:
+    x = b.pick(lambda v: len(v.shape) >= 1)
+    if x is None:
+        return None
+    d = _dim(b, x)
+    shape = list(x.shape)
+    shape[d] = b.d.choice((0, 1, 2))
+    y = b.new_input(tuple(shape), x.dtype)
+    return b.emit("cat_sizes", f"torch.cat([{x.name}, {y.name}], {d})", {x.name: x, y.name: y})
+
+
+def _embedding(b: Builder) -> Value | None:
+    w = b.pick(lambda v: floating(v) and len(v.shape) == 2)
+    if w is None:
+        return None
+    idx = _index(b, w, 0, random_shape(b.d, b.d.int(1, 2)))
+    return b.emit("embedding", f"F.embedding({idx.name}, {w.name})", {w.name: w, idx.name: idx})
+
+
+def _index_fill(b: Builder) -> Value | None:
+    x = b.pick(lambda v: v.dtype != torch.bool and len(v.shape) >= 1)
+    if x is None:
+        return None
+    d = _dim(b, x)
+    idx = _index(b, x, d, (b.d.int(0, 3),))
+    return b.emit("index_fill", f"{x.name}.index_fill({d}, {idx.name}, -1)",
+                  {x.name: x, idx.name: idx})
+
+
+def _arange_add(b: Builder) -> Value | None:
+    x = b.pick(lambda v: len(v.shape) >= 1 and v.dtype != torch.bool)
+    if x is None:
+        return None
+    n = x.shape[-1]
+    expr = b.d.choice((f"{x.name} + torch.arange({n})", f"{x.name} * torch.ones_like({x.name})",
+                       f"torch.full_like({x.name}, 2) - {x.name}"))
+    return b.emit("creation", expr, {x.name: x})
+
+
+MORE = [
+    _of(_int, "floordiv", "{x} // 3", aten.floor_divide.default),
+    _of(_int, "remainder", "{x} % 3", aten.remainder.Scalar),
+    _of(_int, "int_clamp", "{x}.clamp(-2, 2)", aten.clamp.default),
+    _of(lambda v: v.dtype in (torch.bool, torch.int64), "bitwise_not", "~{x}",
+        aten.bitwise_not.default),
+    _bool_pair("and", "&", aten.bitwise_and.Tensor),
+    _bool_pair("or", "|", aten.bitwise_or.Tensor),
+    _bool_pair("xor", "^", aten.bitwise_xor.Tensor),
+    _of(_f32, "to_f16", "{x}.to(torch.float16)", aten._to_copy.default),
+    _of(_f32, "to_bf16", "{x}.to(torch.bfloat16)", aten._to_copy.default),
+    _of(lambda v: v.dtype in (torch.float16, torch.bfloat16), "to_float", "{x}.float()",
+        aten._to_copy.default),
+    _of(lambda v: floating(v) and v.shape != () and v.shape[-1] > 0, "layer_norm",
+        "F.layer_norm({x}, {x}.shape[-1:])", aten.native_layer_norm.default),
+    _of(lambda v: floating(v) and v.shape != (), "pad", "F.pad({x}, (1, 2))",
+        aten.constant_pad_nd.default),
+    _of(lambda v: floating(v) and v.shape != (), "cumprod", "{x}.cumprod(-1)",
+        aten.cumprod.default),
+    _of(lambda v: len(v.shape) >= 2, "mT", "{x}.mT", aten.transpose.int),
+    _of(lambda v: len(v.shape) >= 2, "movedim", "{x}.movedim(0, -1)", aten.permute.default),
+    _of(lambda v: v.shape != (), "unbind", "{x}.unbind(0)[-1] if {x}.shape[0] else {x}",
+        aten.unbind.int),
+    _of(lambda v: floating(v), "where_scalar", "torch.where({x} > 0, {x}, 0.5)",
+        aten.where.self),
+    Template("topk", _topk, (aten.topk.default, aten.sort.default)),
+    Template("multi_reduce", _multi_reduce, (aten.sum.dim_IntList,)),
+    Template("cat_sizes", _cat_sizes, (aten.cat.default,)),
+    Template("embedding", _embedding, (aten.embedding.default,)),
+    Template("index_fill", _index_fill, (aten.index_fill.int_Scalar,)),
+    Template("creation", _arange_add, (aten.arange.start_step,)),
+]
+
 TEMPLATES = [*UNARY, *BINARY, *VIEWS, *REDUCTIONS, *MATMULS, *MATMULS, *INDEXING, *INDEXING,
-             *INPLACE, *INPLACE, *INPLACE]
+             *INPLACE, *INPLACE, *INPLACE, *MORE]
 

@@ -13,6 +13,7 @@ from npu_inductor.ge.device_rules import (
     DeviceRuleError,
     check_graph,
     find_violations,
+    port_name_attrs,
 )
 from npu_inductor.ge.ir import Graph, TensorDesc
 from npu_inductor.runtime.host_model import HostModel
@@ -96,7 +97,6 @@ def test_ir_inputs_skipped_optional():
     conv = _op(g, "conv")
     descs = (*conv.input_descs, TensorDesc("offset_w", torch.int8, (3,)))
     b = _op(g, "x")
-    from npu_inductor.ge.device_rules import port_name_attrs
     attrs = {**conv.attrs, **port_name_attrs(descs, conv.output_descs)}
     bad = _swap_op(g, "conv", inputs=(*conv.inputs, f"{b.name}:0"), input_descs=descs,
                    attrs=attrs)
@@ -104,7 +104,6 @@ def test_ir_inputs_skipped_optional():
 
 
 def test_ir_inputs_unfed_optional_needs_its_marker():
-    from npu_inductor.ge.device_rules import port_name_attrs
     g = _conv_graph()
     conv = _op(g, "conv")
     descs = (*conv.input_descs, TensorDesc("bias", None, (), "FORMAT_RESERVED"))  # unmarked

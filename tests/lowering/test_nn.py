@@ -93,6 +93,31 @@ def test_max_pool2d_indices_match_torch():
     check_fn(lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True), x)
 
 
+@pytest.mark.parametrize("fn,shape", [(lambda x: F.avg_pool2d(x, 3, 2, 1), (3, 7, 6)),
+                                      (lambda x: F.avg_pool3d(x, 2), (2, 4, 4, 4)),
+                                      (lambda x: F.max_pool2d(x, 2), (2, 5, 4))])
+def test_unbatched_pooling_pools_a_batch_of_one(fn, shape):
+    """The device's pooling kernels take NCHW/NCDHW only (device rule ``layout``)."""
+    graphs = check_grad(fn, torch.randn(shape))
+    pools = [op for g in graphs for op in g.lowered.graph.ops if "Pool" in op.type]
+    assert pools and all(len(op.input_descs[-1].shape) == len(shape) + 1 for op in pools)
+
+
+def test_max_pool2d_unbatched_indices_match_torch():
+    check_fn(lambda x: F.max_pool2d(x, 2, 1, dilation=2, return_indices=True),
+             torch.randn(3, 7, 6), options={"fallback": "error"})
+
+
+def test_max_pool2d_indices_dynamic_sizes():
+    """Indices decoded from the V1 mask with N, C, H, W all dynamic: one graph, every size."""
+    def fn(x):
+        return F.max_pool2d(x, 3, 2, 1, ceil_mode=True, return_indices=True)
+    compiled = torch.compile(fn, backend="npu", dynamic=True, options={"fallback": "error"})
+    for shape in ((2, 3, 9, 7), (1, 2, 6, 11), (3, 1, 35, 5)):
+        x = torch.randn(shape)
+        torch.testing.assert_close(compiled(x), fn(x), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("kw", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1},
                                 {"kernel_size": 3, "padding": 1, "count_include_pad": False},
                                 {"kernel_size": 2, "ceil_mode": True, "stride": 2},
