@@ -58,6 +58,10 @@ def fuse_for_training(gm: GraphModule, example_inputs: list[Any],
                for t in example_inputs):
         log.info("training fusions: symbolic shapes or non-tensor inputs; not fused early")
         return gm
+    why = _mutation(gm)
+    if why is not None:  # the trace would run it on the graph's real buffers
+        log.info("training fusions: the graph mutates state (%s); not fused early", why)
+        return gm
     try:
         traced = _trace(gm, example_inputs)
     except Exception as e:  # noqa: BLE001 - the graph still compiles, unfused
@@ -80,6 +84,27 @@ def _views_as_reshapes(gm: GraphModule) -> None:
     contiguous results, so strides downstream may differ: ``reshape`` copies when needed."""
     for node in gm.graph.find_nodes(op="call_function", target=aten.view.default):
         node.target = aten.reshape.default
+
+
+def _mutation(gm: GraphModule) -> str | None:
+    """An in-place op in the Dynamo graph (``add_``, ``inplace=True``, batch norm's running
+    stats, ``+=``), or None."""
+    for node in gm.graph.nodes:
+        if node.op not in ("call_method", "call_function"):
+            continue
+        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+        dunder = name.startswith("__") and name.endswith("__")
+        if (name.endswith("_") and not dunder) or node.kwargs.get("inplace") is True:
+            return f"{name} at {node.name}"
+        if "batch_norm" in name or (node.target.__class__.__module__ == "builtins"
+                                    and name in _INPLACE_OPERATORS):
+            return f"{name} at {node.name}"
+    return None
+
+
+_INPLACE_OPERATORS = frozenset({"iadd", "isub", "imul", "itruediv", "ifloordiv", "imod",
+                                "ipow", "iand", "ior", "ixor", "ilshift", "irshift",
+                                "imatmul"})
 
 
 def _trace(gm: GraphModule, example_inputs: list[Any]) -> GraphModule:

@@ -33,6 +33,7 @@ UNDEFINED_VALUES (kept by hand, copied by the generator): outputs are uninitiali
 memory, so only their shape and dtype are compared.
 FLOAT32: compiled result differs from eager (or compiling fails) in float32.
 LOW_PRECISION: the same in float16 / bfloat16 (key ``entry:dtype``).
+INT_BOOL: the same in int64 / bool (key ``entry:dtype``).
 FALLBACK: matches eager in float32, but some nodes run in eager (fallback) or Dynamo
 breaks the graph, so the zero-fallback test fails.
 """
@@ -53,14 +54,19 @@ def fallback_reason(r: sweep.Result) -> str:
 
 
 def manifest_tables(results: list[sweep.Result]) -> dict[str, dict[str, str]]:
-    tables: dict[str, dict[str, str]] = {"FLOAT32": {}, "LOW_PRECISION": {}, "FALLBACK": {}}
+    """Expected failures by table; not-tested runs are in none (the sweep skips them)."""
+    tables: dict[str, dict[str, str]] = {"FLOAT32": {}, "LOW_PRECISION": {}, "INT_BOOL": {},
+                                         "FALLBACK": {}}
     for r in results:
-        if r.dtype == torch.float32 and not r.passed:
-            tables["FLOAT32"][r.entry] = r.error or ""
-        elif r.dtype == torch.float32 and not r.zero_fallback:
+        key = f"{r.entry}:{_dtype_name(r.dtype)}"
+        if r.failed and r.dtype == torch.float32:
+            tables["FLOAT32"][r.entry] = r.error
+        elif r.dtype == torch.float32 and r.passed and not r.zero_fallback:
             tables["FALLBACK"][r.entry] = fallback_reason(r)
-        elif r.dtype != torch.float32 and not r.passed:
-            tables["LOW_PRECISION"][f"{r.entry}:{_dtype_name(r.dtype)}"] = r.error or ""
+        elif r.failed and r.dtype in sweep.LOW_PRECISION:
+            tables["LOW_PRECISION"][key] = r.error
+        elif r.failed:
+            tables["INT_BOOL"][key] = r.error
     return tables
 
 
@@ -75,12 +81,16 @@ def write_manifest(results: list[sweep.Result], path: Path = MANIFEST) -> None:
 
 
 def summary(results: list[sweep.Result], seconds: float) -> str:
-    fp32 = [r for r in results if r.dtype == torch.float32]
-    low = [r for r in results if r.dtype != torch.float32]
+    fp32 = [r for r in results if r.dtype == torch.float32 and r.tested]
     missing = Counter()
     for r in fp32:
         missing.update({op: 1 for op in r.fallbacks})
-    out = [f"OpInfo entries: {len(fp32)}   wall time: {seconds:.0f} s",
+    not_tested = sorted(f"{r.entry}:{_dtype_name(r.dtype)}" for r in results if not r.tested)
+    out = [f"(entry, dtype) runs: {len(results)}   wall time: {seconds:.0f} s",
+           sweep.family_table(sweep.tally(results)),
+           f"not tested ({sweep.NOT_TESTED}): {len(not_tested)}",
+           *(f"  {k}" for k in not_tested),
+           "rates below count tested float32 entries only:",
            f"float32 same as eager (fallback allowed): {_pct(fp32, 'passed')}",
            "float32 same as eager with zero fallback nodes and no Dynamo graph break: "
            f"{_pct(fp32, 'zero_fallback')}",
@@ -89,7 +99,6 @@ def summary(results: list[sweep.Result], seconds: float) -> str:
            f"  entries with fallback nodes: {sum(bool(r.fallbacks) for r in fp32)}; "
            f"with only Dynamo graph breaks: "
            f"{sum(bool(r.graph_breaks) and not r.fallbacks for r in fp32)}",
-           f"float16/bfloat16 runs same as eager: {_pct(low, 'passed')}",
            "most common fallback ops (entries affected):"]
     out += [f"  {op}: {n}" for op, n in missing.most_common(40)]
     return "\n".join(out)
@@ -110,7 +119,7 @@ def main() -> None:
     if args.write_manifest and (args.entries or args.float32_only):
         parser.error("--write-manifest needs the full sweep (no --entries/--float32-only)")
     entries = args.entries.split(",") if args.entries else None
-    dtypes = (torch.float32,) if args.float32_only else (torch.float32, *sweep.LOW_PRECISION)
+    dtypes = (torch.float32,) if args.float32_only else sweep.ALL_DTYPES
     start = time.perf_counter()
     results = sweep.run_all(entries, progress=_printer(args.verbose), dtypes=dtypes)
     print(summary(results, time.perf_counter() - start))

@@ -2,10 +2,14 @@
 
 Shared by ``test_opinfo.py`` and ``tools/opinfo_report.py``. Budget choices (the sweep must
 fit the CI budget on 2 cores): the first ``FLOAT32_SAMPLES`` samples in float32 and the
-first ``LOW_PRECISION_SAMPLES`` in float16 / bfloat16 where the op supports them on CPU;
+first ``OTHER_SAMPLES`` in float16 / bfloat16, int64 and bool, each where the op supports
+it on CPU;
 each (entry, dtype) gets its own code object, so Dynamo neither reuses nor evicts another
 entry's cache and no ``torch._dynamo.reset()`` is needed between entries (one every
 ``RESET_EVERY`` runs bounds memory).
+
+An (entry, dtype) whose samples eager rejects all (or that has none) is *not tested*: it is
+reported apart and never counted as a pass.
 """
 
 from __future__ import annotations
@@ -27,13 +31,22 @@ from torch.utils._pytree import tree_leaves, tree_map
 from npu_inductor.compile_fx import quiet_fallbacks, record_reports
 
 FLOAT32_SAMPLES = 2
-LOW_PRECISION_SAMPLES = 1
+OTHER_SAMPLES = 1  # float16, bfloat16, int64, bool: one sample each keeps the sweep's time
 LOW_PRECISION = (torch.float16, torch.bfloat16)
+INTEGER = torch.int64  # the representative integer dtype (indices, counts, most int ops)
+# dtype family -> dtypes, in report order
+FAMILIES = {"float32": (torch.float32,), "float16/bfloat16": LOW_PRECISION,
+            "integer (int64)": (INTEGER,), "bool": (torch.bool,)}
+ALL_DTYPES = tuple(d for ds in FAMILIES.values() for d in ds)
+NOT_TESTED = "not tested: eager accepts none of its samples in this dtype"
 RESET_EVERY = 100
 # fp32: the project's 1e-5. Low precision: eager CPU kernels accumulate in fp32 while a
 # lowered or decomposed chain rounds each intermediate to the low dtype, so allow a few ulp.
 TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3),
               torch.bfloat16: (1.6e-2, 1.6e-2)}
+# int64 / bool inputs: floating outputs (sqrt of an int) get float32's tolerance; on integer
+# outputs 1e-5 is exact for every value below 1e5
+TOLERANCES[INTEGER] = TOLERANCES[torch.bool] = TOLERANCES[torch.float32]
 SEED = 1234
 
 
@@ -43,15 +56,24 @@ class Result:
 
     entry: str
     dtype: torch.dtype
-    samples: int = 0
+    samples: int = 0  # samples eager accepted, each compared (0: not tested)
     error: str | None = None  # first mismatch or crash (None: every sample matched)
     fallbacks: Counter = field(default_factory=Counter)  # fallback op -> node count
     graph_breaks: Counter = field(default_factory=Counter)  # Dynamo graph-break reasons
     ge_graphs: int = 0
 
     @property
+    def tested(self) -> bool:
+        return self.samples > 0
+
+    @property
     def passed(self) -> bool:
-        return self.error is None
+        """Every usable sample matched eager, and there was at least one."""
+        return self.tested and self.error is None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
 
     @property
     def zero_fallback(self) -> bool:
@@ -74,14 +96,20 @@ def op_db() -> dict[str, Any]:
     return {entry_id(op): op for op in db}
 
 
-def low_precision_dtypes(entry: str) -> list[torch.dtype]:
+def swept_dtypes(entry: str, family: tuple[torch.dtype, ...] = ALL_DTYPES) -> list[torch.dtype]:
+    """The dtypes of ``family`` the entry supports on CPU (float32 always: it is the
+    project's reference dtype; an entry without float32 support is reported not tested)."""
     supported = op_db()[entry].supported_dtypes("cpu")
-    return [d for d in LOW_PRECISION if d in supported]
+    return [d for d in family if d in supported or d == torch.float32]
+
+
+def low_precision_dtypes(entry: str) -> list[torch.dtype]:
+    return swept_dtypes(entry, LOW_PRECISION)
 
 
 def samples(entry: str, dtype: torch.dtype) -> list[Any]:
     op = op_db()[entry]
-    count = FLOAT32_SAMPLES if dtype == torch.float32 else LOW_PRECISION_SAMPLES
+    count = FLOAT32_SAMPLES if dtype == torch.float32 else OTHER_SAMPLES
     torch.manual_seed(SEED)
     return list(itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=False), count))
 
@@ -246,16 +274,39 @@ def fast_dynamo() -> Iterator[None]:
 
 
 def run_all(entries: list[str] | None = None, progress: Callable[[Result], None] | None = None,
-            dtypes: tuple[torch.dtype, ...] = (torch.float32, *LOW_PRECISION)) -> list[Result]:
-    """Every entry (float32, then each low-precision dtype it supports)."""
+            dtypes: tuple[torch.dtype, ...] = ALL_DTYPES) -> list[Result]:
+    """Every entry in each of ``dtypes`` it supports (float32 always)."""
     results = []
     with warnings.catch_warnings(), fast_dynamo():
         warnings.simplefilter("ignore")
         for entry in entries or list(op_db()):
-            for dtype in dtypes:
-                if dtype != torch.float32 and dtype not in low_precision_dtypes(entry):
-                    continue
+            for dtype in swept_dtypes(entry, dtypes):
                 results.append(run(entry, dtype))
                 if progress:
                     progress(results[-1])
     return results
+
+
+def family_of(dtype: torch.dtype) -> str:
+    return next(name for name, ds in FAMILIES.items() if dtype in ds)
+
+
+def family_table(counts: dict[str, Counter]) -> str:
+    """``counts[family]`` has keys runs/tested/not_tested/passed/failed -> a text table."""
+    head = f"{'dtype family':<18} {'runs':>5} {'tested':>7} {'not tested':>11} " \
+           f"{'passed':>7} {'failed':>7}"
+    rows = [head]
+    for family in FAMILIES:
+        c = counts.get(family, Counter())
+        rows.append(f"{family:<18} {c['runs']:>5} {c['tested']:>7} {c['not_tested']:>11} "
+                    f"{c['passed']:>7} {c['failed']:>7}")
+    return "\n".join(rows)
+
+
+def tally(results: list[Result]) -> dict[str, Counter]:
+    counts: dict[str, Counter] = {}
+    for r in results:
+        c = counts.setdefault(family_of(r.dtype), Counter())
+        c.update(runs=1, tested=r.tested, not_tested=not r.tested, passed=r.passed,
+                 failed=r.failed)
+    return counts
