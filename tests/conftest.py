@@ -92,3 +92,14 @@ def pytest_terminal_summary(terminalreporter) -> None:
     terminalreporter.write_sep("=", "OpInfo sweep: (entry, dtype) runs per dtype family")
     terminalreporter.write_line(sweep.family_table(_OPINFO_COUNTS))
     terminalreporter.write_line(f"({sweep.NOT_TESTED}: reported as skipped, never passed)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests listed in ``known_failures.py`` (each with its reason) are expected failures:
+    reported as xfailed, never as passed."""
+    from known_failures import KNOWN_FAILURES
+
+    for item in items:
+        reason = KNOWN_FAILURES.get(item.nodeid)
+        if reason is not None:
+            item.add_marker(pytest.mark.xfail(reason=reason, strict=False))

@@ -15,6 +15,8 @@ from npu_inductor.compile_fx import (
 )
 from npu_inductor.lowering.registry import CONVERTERS, register
 
+pytestmark = pytest.mark.fallback("this file tests the eager fallback itself")
+
 OP_NS = "npu_fallback_test"
 
 

@@ -35,7 +35,7 @@ def result(entry: str, dtype: torch.dtype) -> sweep.Result:
     return sweep.run(entry, dtype)
 
 
-def tested_result(entry: str, dtype: torch.dtype, record_property) -> sweep.Result:
+def _tested_result(entry: str, dtype: torch.dtype, record_property) -> sweep.Result:
     """The sweep's result, recorded for the end-of-run table; skipped when not tested."""
     r = result(entry, dtype)
     record_property("opinfo", (sweep.family_of(dtype), r.tested, r.passed, r.failed))
@@ -46,21 +46,21 @@ def tested_result(entry: str, dtype: torch.dtype, record_property) -> sweep.Resu
 
 @pytest.mark.parametrize("entry", [_xfail((e,), manifest.FLOAT32.get(e)) for e in FLOAT32])
 def test_float32_matches_eager(entry, record_property):
-    r = tested_result(entry, torch.float32, record_property)
+    r = _tested_result(entry, torch.float32, record_property)
     assert r.passed, r.error
 
 
 @pytest.mark.parametrize("entry,dtype", [
     _xfail((e, d), manifest.LOW_PRECISION.get(_key(e, d))) for e, d in LOW_PRECISION])
 def test_low_precision_matches_eager(entry, dtype, record_property):
-    r = tested_result(entry, dtype, record_property)
+    r = _tested_result(entry, dtype, record_property)
     assert r.passed, r.error
 
 
 @pytest.mark.parametrize("entry,dtype", [
     _xfail((e, d), manifest.INT_BOOL.get(_key(e, d))) for e, d in INT_BOOL])
 def test_int64_and_bool_match_eager(entry, dtype, record_property):
-    r = tested_result(entry, dtype, record_property)
+    r = _tested_result(entry, dtype, record_property)
     assert r.passed, r.error
 
 
