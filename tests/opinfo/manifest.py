@@ -30,11 +30,6 @@ LOW_PRECISION: dict[str, str] = {
 }
 
 INT_BOOL: dict[str, str] = {
-    'special.airy_ai:int64': 'output 0: Tensor-likes are not close! Mismatched elements: 5 / 20 (25.0%) Greatest absolute difference: 0.00013201800175011158 at index (1,) (up to 1e-05 allowed) Greatest relative difference: 13.271220207214355 at index (1,) (up to 1e-0...',
-    'special.bessel_j0:int64': 'output 0: Tensor-likes are not close! Mismatched elements: 1 / 20 (5.0%) Greatest absolute difference: 1.8991529941558838e-05 at index (2,) (up to 1e-05 allowed) Greatest relative difference: 0.00021023784938734025 at index (2,) (up to 1...',
-    'special.bessel_j1:int64': 'output 0: Tensor-likes are not close! Mismatched elements: 1 / 20 (5.0%) Greatest absolute difference: 1.4320015907287598e-05 at index (2,) (up to 1e-05 allowed) Greatest relative difference: 5.837475691805594e-05 at index (2,) (up to 1e...',
-    'special.bessel_y0:int64': 'output 0: Tensor-likes are not close! Mismatched elements: 1 / 20 (5.0%) Greatest absolute difference: 1.691281795501709e-05 at index (2,) (up to 1e-05 allowed) Greatest relative difference: 6.766839214833453e-05 at index (2,) (up to 1e-...',
-    'special.bessel_y1:int64': 'output 0: Tensor-likes are not close! Mismatched elements: 2 / 20 (10.0%) Greatest absolute difference: 3.113597631454468e-05 at index (2,) (up to 1e-05 allowed) Greatest relative difference: 0.00029848155099898577 at index (2,) (up to 1...',
 }
 
 FALLBACK: dict[str, str] = {
