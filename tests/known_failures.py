@@ -22,8 +22,6 @@ KNOWN_FAILURES: dict[str, str] = {
         'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [torch._dynamo.e...]',
     'tests/lowering/test_elementwise.py::test_unary[sign]':
         'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [torch._dynamo.e...]',
-    'tests/lowering/test_index.py::test_index_op_float[sort_stable]':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [torch...]',
     'tests/lowering/test_linalg.py::test_float64':
         'float64 linalg refused by the 910B dtype gate [torch._dynamo.exc.Backen...]',
     'tests/lowering/test_linalg.py::test_pinv[False]':
@@ -34,58 +32,6 @@ KNOWN_FAILURES: dict[str, str] = {
         'float64 linalg refused by the 910B dtype gate',
     'tests/lowering/test_linalg.py::test_svdvals_and_matrix_norms[shape1]':
         'float64 linalg refused by the 910B dtype gate',
-    "tests/lowering/test_misc_coverage.py::test_conv_transpose3d[dtype1-{'stride': (3, 2, 1), 'padding': (1, 2, 3), 'output_padding': (2, 1, 0), 'dilation': 2}]":
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15)',
-    "tests/lowering/test_misc_coverage.py::test_conv_transpose3d[dtype1-{'stride': 2, 'padding': (0, 1, 3), 'dilation': (1, 2, 1)}]":
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15)',
-    "tests/lowering/test_misc_coverage.py::test_conv_transpose3d[dtype1-{'stride': 2, 'padding': 2, 'output_padding': 1}]":
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15)',
-    'tests/lowering/test_misc_coverage.py::test_conv_transpose3d[dtype1-{}]':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15)',
-    "tests/lowering/test_misc_coverage.py::test_conv_transpose3d[dtype2-{'stride': (3, 2, 1), 'padding': (1, 2, 3), 'output_padding': (2, 1, 0), 'dilation': 2}]":
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15)',
-    "tests/lowering/test_misc_coverage.py::test_conv_transpose3d[dtype2-{'stride': 2, 'padding': (0, 1, 3), 'dilation': (1, 2, 1)}]":
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15)',
-    "tests/lowering/test_misc_coverage.py::test_conv_transpose3d[dtype2-{'stride': 2, 'padding': 2, 'output_padding': 1}]":
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15)',
-    'tests/lowering/test_misc_coverage.py::test_conv_transpose3d[dtype2-{}]':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15)',
-    "tests/lowering/test_misc_coverage.py::test_histc[dtype3-{'bins': 10, 'min': 2, 'max': 2}]":
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15)',
-    "tests/lowering/test_misc_coverage.py::test_histc[dtype3-{'bins': 100}]":
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15)',
-    "tests/lowering/test_misc_coverage.py::test_histc[dtype3-{'bins': 12, 'min': -3, 'max': 3}]":
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15)',
-    "tests/lowering/test_misc_coverage.py::test_histc[dtype3-{'bins': 3, 'min': 0.1, 'max': 2.7}]":
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15)',
-    "tests/lowering/test_misc_coverage.py::test_histc[dtype3-{'bins': 7, 'min': -3, 'max': 3}]":
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15)',
-    'tests/lowering/test_misc_coverage.py::test_median_int[dtype0]':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [torch....]',
-    'tests/lowering/test_misc_coverage.py::test_median_int[dtype1]':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [torch....]',
-    'tests/lowering/test_misc_coverage.py::test_mode[shape0-1-dtype0]':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [tor...]',
-    'tests/lowering/test_misc_coverage.py::test_mode[shape0-1-dtype1]':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [tor...]',
-    'tests/lowering/test_misc_coverage.py::test_mode[shape1-0-dtype0]':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [tor...]',
-    'tests/lowering/test_misc_coverage.py::test_mode[shape1-0-dtype1]':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [tor...]',
-    'tests/lowering/test_misc_coverage.py::test_mode[shape2--1-dtype0]':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [to...]',
-    'tests/lowering/test_misc_coverage.py::test_mode[shape2--1-dtype1]':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [to...]',
-    'tests/lowering/test_misc_coverage.py::test_mode[shape3-0-dtype0]':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [tor...]',
-    'tests/lowering/test_misc_coverage.py::test_mode[shape3-0-dtype1]':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [tor...]',
-    'tests/lowering/test_misc_coverage.py::test_mode[shape4-1-dtype0]':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [tor...]',
-    'tests/lowering/test_misc_coverage.py::test_mode[shape4-1-dtype1]':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [tor...]',
-    'tests/lowering/test_misc_coverage.py::test_mode_values_of_long_rows_and_0d':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15)',
     'tests/lowering/test_nn.py::test_embedding_bag_and_adaptive_max_pool_bfloat16':
         'fails since the 910B dtype gate / strict test mode merged (issues 13, 15)',
     'tests/lowering/test_nn.py::test_embedding_bag_forward[max]':
