@@ -32,14 +32,6 @@ KNOWN_FAILURES: dict[str, str] = {
         'float64 linalg refused by the 910B dtype gate',
     'tests/lowering/test_linalg.py::test_svdvals_and_matrix_norms[shape1]':
         'float64 linalg refused by the 910B dtype gate',
-    'tests/lowering/test_nn.py::test_embedding_bag_and_adaptive_max_pool_bfloat16':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15)',
-    'tests/lowering/test_nn.py::test_embedding_bag_forward[max]':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [torch._dy...]',
-    'tests/lowering/test_nn.py::test_embedding_bag_forward[mean]':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [torch._d...]',
-    'tests/lowering/test_nn.py::test_embedding_bag_forward[sum]':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [torch._dy...]',
     'tests/lowering/test_shape.py::test_layout_op[pad_neg-int64]':
         'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [torch._d...]',
     'tests/lowering/test_special.py::test_bessel_jy[special_airy_ai]':
