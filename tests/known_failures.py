@@ -13,15 +13,15 @@ KNOWN_FAILURES: dict[str, str] = {
     'tests/distributed/test_lowering.py::test_int64_all_reduce_is_refused':
         'fails since the 910B dtype gate / strict test mode merged (issues 13, 15)',
     'tests/lowering/test_linalg.py::test_float64':
-        'float64 linalg refused by the 910B dtype gate [torch._dynamo.exc.Backen...]',
+        'float64 linalg: the 910B has float64 kernels for Svd/Qr/MatrixInverse but none for Transpose/Maximum/Mul...; no exact form built (a Bitcast-to-int64 carrier for pure moves would cover Transpose); runs in eager',
     'tests/lowering/test_linalg.py::test_pinv[False]':
-        'float64 linalg refused by the 910B dtype gate [torch._dynamo.exc.Ba...]',
+        "pinv/svdvals/matrix_rank on float32 input: tolerances are float64 (ATen's formula, and torch's matrix_rank decomposition puts float64 maximum in the FX graph); no float64 Maximum on the 910B and no exact float32 form built yet (s > RD32(tol) would be)",
     'tests/lowering/test_linalg.py::test_pinv[True]':
-        'float64 linalg refused by the 910B dtype gate [torch._dynamo.exc.Bac...]',
+        "pinv/svdvals/matrix_rank on float32 input: tolerances are float64 (ATen's formula, and torch's matrix_rank decomposition puts float64 maximum in the FX graph); no float64 Maximum on the 910B and no exact float32 form built yet (s > RD32(tol) would be)",
     'tests/lowering/test_linalg.py::test_svdvals_and_matrix_norms[shape0]':
-        'float64 linalg refused by the 910B dtype gate',
+        "pinv/svdvals/matrix_rank on float32 input: tolerances are float64 (ATen's formula, and torch's matrix_rank decomposition puts float64 maximum in the FX graph); no float64 Maximum on the 910B and no exact float32 form built yet (s > RD32(tol) would be)",
     'tests/lowering/test_linalg.py::test_svdvals_and_matrix_norms[shape1]':
-        'float64 linalg refused by the 910B dtype gate',
+        "pinv/svdvals/matrix_rank on float32 input: tolerances are float64 (ATen's formula, and torch's matrix_rank decomposition puts float64 maximum in the FX graph); no float64 Maximum on the 910B and no exact float32 form built yet (s > RD32(tol) would be)",
     'tests/lowering/test_shape.py::test_layout_op[pad_neg-int64]':
         'int64 constant_pad_nd: the 910B PadV3 has no int64 kernel and no exact carrier is built yet (an int64 move through Bitcast to int32 pairs, or ConcatV2 with Fill blocks, would be); runs in eager',
     'tests/lowering/test_special.py::test_bessel_jy[special_airy_ai]':
@@ -71,95 +71,7 @@ KNOWN_FAILURES: dict[str, str] = {
     'tests/lowering/test_spectral.py::test_complex_elementwise':
         "complex64 sgn: the 910B's Sign has no complex64 kernel; the exact form (x / |x|, 0 at 0, via Real/Imag) is not built yet",
     'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[chalf]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated) [Asser...]',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[float_power]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[lgamma]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated) [Asse...]',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[linalg.matrix_rank.hermitian]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[linalg.matrix_rank]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[linalg.pinv.hermitian]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[linalg.pinv]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[logspace.tensor_overload]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[mvlgamma.mvlgamma_p_1]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[mvlgamma.mvlgamma_p_3]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[mvlgamma.mvlgamma_p_5]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[nn.functional.embedding_bag]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
+        'complex32 (chalf): refused by the 910B gate (no complex32 kernels); the _to_copy runs in eager',
     'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[pinverse]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated) [As...]',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.airy_ai]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.bessel_j0]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.bessel_j1]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.bessel_y0]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.bessel_y1]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.chebyshev_polynomial_t]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.chebyshev_polynomial_u]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.chebyshev_polynomial_v]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.chebyshev_polynomial_w]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.erfcx]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.hermite_polynomial_h]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.hermite_polynomial_he]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.log_ndtr]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.modified_bessel_i0]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.modified_bessel_i1]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.modified_bessel_k0]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.modified_bessel_k1]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.scaled_modified_bessel_k0]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.scaled_modified_bessel_k1]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.shifted_chebyshev_polynomial_t]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.shifted_chebyshev_polynomial_u]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.shifted_chebyshev_polynomial_v]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.shifted_chebyshev_polynomial_w]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.spherical_bessel_j0]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_int64_and_bool_match_eager[special.airy_ai:int64]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_int64_and_bool_match_eager[special.bessel_j0:int64]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_int64_and_bool_match_eager[special.bessel_j1:int64]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_int64_and_bool_match_eager[special.bessel_y0:int64]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_int64_and_bool_match_eager[special.bessel_y1:int64]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_low_precision_matches_eager[nn.functional.conv_transpose1d:bfloat16]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_low_precision_matches_eager[nn.functional.conv_transpose2d:bfloat16]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_low_precision_matches_eager[nn.functional.conv_transpose3d:bfloat16]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
-    'tests/opinfo/test_opinfo.py::test_low_precision_matches_eager[nn.functional.conv_transpose3d:float16]':
-        'OpInfo entry that fails since the 910B dtype gate and the strict sweep (manifest.py not regenerated)',
+        "pinv/matrix_rank tolerances are float64 (as ATen's): the 910B has no float64 Maximum/Mul kernels; an exact float32 form (s > RD32(tol)) is not built yet, so the converter is refused and runs in eager",
 }
