@@ -21,10 +21,11 @@ C++ runner, ``model.onnx`` (``export_onnx.py``) and sample inputs / eager output
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,10 +119,23 @@ def export(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor], out_d
         raise ExportError(f"formats {list(formats)}: choose from {list(FORMATS)}")
     traced = trace(model, example_inputs, buckets=buckets, soc_version=soc_version, pad=pad,
                    input_names=input_names, precision_mode=precision_mode)
-    with torch.no_grad():
+    with torch.no_grad(), _eval(model):
         eager = model(*example_inputs)
     return export_bundle.write(traced, list(example_inputs), _leaves(eager), Path(out_dir),
                                tuple(formats), precision_mode)
+
+
+@contextlib.contextmanager
+def _eval(model: Any) -> Iterator[None]:
+    """Inference mode for a module (BatchNorm's running statistics, no dropout)."""
+    training = isinstance(model, torch.nn.Module) and model.training
+    if training:
+        model.eval()
+    try:
+        yield
+    finally:
+        if training:
+            model.train()
 
 
 def _leaves(out: Any) -> list[torch.Tensor]:
@@ -175,13 +189,11 @@ def trace(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor], *,
     if precision_mode:
         options["precision_mode"] = precision_mode
     capture = _Capture(resolve(options), inputs, names, spec)
-    was_training = model.training if isinstance(model, torch.nn.Module) else False
-    if isinstance(model, torch.nn.Module):
-        model.eval()
     try:
         compiled = torch.compile(model, backend=capture, fullgraph=True,
                                  dynamic=False if not spec else None)
-        with torch.no_grad(), torch._dynamo.config.patch(automatic_dynamic_shapes=False):
+        with torch.no_grad(), _eval(model), \
+                torch._dynamo.config.patch(automatic_dynamic_shapes=False):
             compiled(*inputs)
     except _Done:
         pass
@@ -191,9 +203,6 @@ def trace(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor], *,
         cause = getattr(e, "inner_exception", None) or e
         raise ExportError(f"cannot export {type(model).__name__} as one GE graph: "
                           f"{type(cause).__name__}: {cause}") from e
-    finally:
-        if was_training:
-            model.train()
     if capture.traced is None:
         raise ExportError("Dynamo produced no graph for the model (nothing to export)")
     return capture.traced
