@@ -26,7 +26,7 @@ import torch
 from npu_inductor import codegen
 from npu_inductor.atc import dynamic_dims_arg, input_shape_arg
 from npu_inductor.config import resolve
-from npu_inductor.export import Affine, ExportError, Traced, sanitize
+from npu_inductor.exporter import Affine, ExportError, Traced, sanitize
 from npu_inductor.ge import Graph, from_air, to_air
 
 MANIFEST_FORMAT = "npu_inductor.export/1"

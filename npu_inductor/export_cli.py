@@ -69,7 +69,7 @@ def load_factory(spec: str) -> Any:
 
 
 def export_main(args: argparse.Namespace) -> int:
-    from npu_inductor.export import ExportError, export
+    from npu_inductor.exporter import ExportError, export
 
     try:
         made = load_factory(args.factory)()
@@ -97,8 +97,8 @@ def export_main(args: argparse.Namespace) -> int:
 
 
 def run_export_main(args: argparse.Namespace) -> int:
-    from npu_inductor.export import ExportError
     from npu_inductor.export_bundle import run
+    from npu_inductor.exporter import ExportError
 
     try:
         rows = run(args.dir, args.rtol, args.atol)

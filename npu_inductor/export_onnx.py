@@ -22,7 +22,7 @@ import onnx
 import torch
 from onnx import TensorProto, helper
 
-from npu_inductor.export import Affine, ExportError, Traced
+from npu_inductor.exporter import Affine, ExportError, Traced
 from npu_inductor.ge import dtypes
 from npu_inductor.ge.ir import Graph, OpNode
 

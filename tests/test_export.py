@@ -22,10 +22,11 @@ from fakes.fixtures import install_atc
 from harness import FP32_ATOL, FP32_RTOL, assert_close
 from models import make
 
+import npu_inductor
 from npu_inductor import cli
 from npu_inductor.benchmarks.zoo import ZOO
-from npu_inductor.export import ExportError, export
 from npu_inductor.export_bundle import load_inputs, run_air
+from npu_inductor.exporter import ExportError
 from npu_inductor.ge import from_air, to_air
 
 
@@ -70,7 +71,7 @@ def exported(tmp_path_factory):
     def get(name: str):
         if name not in done:
             model, inputs, buckets, pad = _case(name)
-            folder = export(model, inputs, root / name, buckets=buckets, pad=pad)
+            folder = npu_inductor.export(model, inputs, root / name, buckets=buckets, pad=pad)
             with torch.no_grad():
                 eager = torch.utils._pytree.tree_leaves(model.eval()(*inputs))
             done[name] = (folder, eager, inputs)
@@ -205,5 +206,5 @@ class Noisy(torch.nn.Module):
 
 def test_export_refuses_an_op_without_lowering(tmp_path):
     with pytest.raises(ExportError, match=r"rand.*test_export\.py:\d+"):
-        export(Noisy(), (torch.randn(2, 3),), tmp_path / "noisy")
+        npu_inductor.export(Noisy(), (torch.randn(2, 3),), tmp_path / "noisy")
     assert not (tmp_path / "noisy").exists()
