@@ -143,9 +143,9 @@ def write(traced: Traced, inputs: list[torch.Tensor], outputs: list[torch.Tensor
     info = manifest(traced, inputs, outputs, formats, precision)
     if "air" in formats:
         (out_dir / "model.air").write_bytes(to_air(graph))
-        (out_dir / "atc.sh").write_text(atc_script(info))
-        (out_dir / "atc.sh").chmod(0o755)
-        write_runner(info, out_dir / "runner")
+    (out_dir / "atc.sh").write_text(atc_script(info))
+    (out_dir / "atc.sh").chmod(0o755)
+    write_runner(info, out_dir / "runner")
     if "onnx" in formats:
         from npu_inductor.export_onnx import to_onnx
 
@@ -161,6 +161,7 @@ def write(traced: Traced, inputs: list[torch.Tensor], outputs: list[torch.Tensor
 def atc_script(info: dict[str, Any]) -> str:
     gears = info["gears"] or {}
     return codegen.render("export_atc.sh.jinja", graph_name=info["graph"],
+                          default_source="air" if info["files"]["air"] else "onnx",
                           soc_version=info["soc_version"],
                           precision_mode=info["precision_mode"],
                           input_shape=gears.get("input_shape", ""),
