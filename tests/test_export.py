@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,7 @@ from models import make
 import npu_inductor
 from npu_inductor import cli, config
 from npu_inductor.benchmarks.zoo import ZOO
-from npu_inductor.export_bundle import load_inputs, run_air
+from npu_inductor.export_bundle import dtype_of, load_inputs, read_bin, run_air
 from npu_inductor.exporter import ExportError
 from npu_inductor.ge import from_air, to_air
 
@@ -58,6 +59,7 @@ def _case(name: str):
     return model, grown, {"x": {0: [6, 8]}}, "trust" if base == "cnn" else "safe"
 
 
+FAKE_ACL_C = Path(__file__).resolve().parent / "fakes" / "acl_c"
 CASES = ["mlp", "cnn", "bert", "llama", "llama_prefill", "mlp_buckets", "cnn_buckets",
          "bert_buckets", "llama_buckets", "llama_prefill_buckets"]
 
@@ -170,6 +172,33 @@ def test_runner_compiles_against_cann_headers(exported, name):
     # the Data ops listed in --input_shape (a bucketed graph also takes its sizes as Data)
     gear_inputs = {"mlp": "{}", "bert_buckets": "{1, 3}", "llama_buckets": "{1}"}[name]
     assert f"kGearInputs = {gear_inputs};" in source
+
+
+@pytest.mark.parametrize("name", ["mlp", "bert_buckets"])  # static; two gear inputs + sizes
+def test_runner_runs_the_om_with_a_fake_acl(exported, tmp_path, name):
+    """The C++ runner built against CANN's headers and linked with a fake libascendcl
+    (tests/fakes/acl_c) that runs the fake atc's .om on the host device: the runner's size
+    inference, gear selection, padding and slicing give eager's outputs."""
+    folder, eager, _ = exported(name)
+    bundle = shutil.copytree(folder, tmp_path / name)
+    install_atc(tmp_path / "bin")
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", str(bundle / "atc.sh")], env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    runner = tmp_path / "npu_runner"
+    done = subprocess.run(["g++", "-std=c++17", f"-I{Path(acl_headers()).parent}",
+                           str(bundle / "runner" / "main.cpp"), str(FAKE_ACL_C / "acl_stub.cpp"),
+                           "-o", str(runner)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    env["FAKE_ACL_EXEC"] = f"{sys.executable} {FAKE_ACL_C / 'fake_acl_exec.py'}"
+    done = subprocess.run([str(runner), str(bundle), str(tmp_path / "results")], env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    info = json.loads((bundle / "manifest.json").read_text())
+    results = [read_bin(tmp_path / "results" / f"{y['name']}.bin", dtype_of(y["dtype"]),
+                        list(e.shape)) for y, e in zip(info["outputs"], eager)]
+    assert_close(results, eager, FP32_RTOL, FP32_ATOL, f"{name} C++ runner")
 
 
 def test_run_export_cli_passes_and_detects_a_mismatch(exported, tmp_path, capsys):
