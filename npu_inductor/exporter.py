@@ -201,6 +201,8 @@ def trace(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor], *,
         raise
     except Exception as e:  # Dynamo graph breaks, FallbackError: they name op and line
         cause = getattr(e, "inner_exception", None) or e
+        if isinstance(cause, ExportError):
+            raise cause.with_traceback(None) from None
         raise ExportError(f"cannot export {type(model).__name__} as one GE graph: "
                           f"{type(cause).__name__}: {cause}") from e
     if capture.traced is None:
@@ -249,6 +251,14 @@ class _Capture:
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         dims = find_bucketed_dims(gm, example_inputs, self.config)
         self.feeds_of = self._placeholder_feeds(placeholders, example_inputs)
+        for k, by_dim in self.spec.items():
+            fixed = [d for d in by_dim if d not in self.input_syms.get(k, {})]
+            if fixed:
+                raise ExportError(f"buckets of {self.names[k]} dims {fixed}: the model fixes "
+                                  f"their size (Dynamo specialized them to "
+                                  f"{[self.inputs[k].shape[d] for d in fixed]}, e.g. by "
+                                  f"combining them with a static dim); bucket every input "
+                                  f"dim that must match")
 
         def inference(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> Any:
             if len([n for n in aten_gm.graph.nodes if n.op == "placeholder"]) != len(
@@ -281,7 +291,7 @@ class _Capture:
                 feeds.append(("input", hit[0]))
                 self.input_syms[hit[0]] = {
                     d: str(n.node.expr) for d, n in enumerate(val.shape)
-                    if isinstance(n, torch.SymInt)}
+                    if isinstance(n, torch.SymInt) and n.node.expr.is_Symbol}
             elif isinstance(val, torch.SymInt):
                 feeds.append(("size", str(val.node.expr)))
             else:

@@ -241,3 +241,22 @@ def test_export_refuses_an_op_without_lowering(tmp_path):
     with pytest.raises(ExportError, match=r"rand.*test_export\.py:\d+"):
         npu_inductor.export(Noisy(), (torch.randn(2, 3),), tmp_path / "noisy")
     assert not (tmp_path / "noisy").exists()
+
+
+class TwoInputs(torch.nn.Module):
+    def forward(self, x, y):
+        return x * 2 + y
+
+
+@pytest.mark.parametrize("buckets, match", [
+    ({"z": {0: [4, 8]}}, r"buckets name input 'z'; the inputs are \['x', 'y'\]"),
+    ({"x": {0: [2, 3]}}, r"the example x has size 5 at dim 0, above its largest bucket 3"),
+    ({1: {0: [1, 8]}}, r"buckets of y dim 0: sizes must be integers >= 2"),
+    ({"x": {0: list(range(2, 200))}, "y": {0: list(range(2, 200))}},
+     r"198 gear combinations; ATC --dynamic_dims takes 2 to 100"),
+    ({"x": {0: [6, 8]}}, r"buckets of x dims \[0\]: the model fixes their size"),
+])
+def test_export_refuses_bad_buckets(tmp_path, buckets, match):
+    with pytest.raises(ExportError, match=match):
+        npu_inductor.export(TwoInputs(), (torch.randn(5, 3), torch.randn(5, 3)), tmp_path / "b",
+                            buckets=buckets, formats=("air",))
