@@ -69,8 +69,8 @@ def _gemma() -> nn.Module:
 
 def _phi3() -> nn.Module:
     return tf.Phi3ForCausalLM(tf.Phi3Config(**LLM, partial_rotary_factor=0.5,
-                                            pad_token_id=0, resid_pdrop=0.0,
-                                            embd_pdrop=0.0))
+                                            pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                                            resid_pdrop=0.0, embd_pdrop=0.0))
 
 
 def _gpt_neox() -> nn.Module:
@@ -83,7 +83,9 @@ def _gpt_neox() -> nn.Module:
 def _gpt2() -> nn.Module:
     return tf.GPT2LMHeadModel(tf.GPT2Config(
         n_layer=2, n_embd=64, n_head=4, vocab_size=VOCAB, n_positions=64, resid_pdrop=0.0,
-        embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0))
+        embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
+        loss_type="ForCausalLM"))  # GPT2Config's loss_type=None logs a warning in forward
+    # (transformers' ``logger.warning_once`` is a Dynamo graph break)
 
 
 def _mixtral() -> nn.Module:
@@ -113,7 +115,8 @@ def _t5() -> nn.Module:
 
 
 def _t5_inputs() -> dict[str, torch.Tensor]:
-    return {"input_ids": _ids(), "labels": _ids(8)}
+    target = _ids(8)
+    return {"input_ids": _ids(), "decoder_input_ids": target, "labels": target}
 
 
 def _vit() -> nn.Module:
