@@ -25,12 +25,14 @@ import itertools
 import logging
 import math
 import re
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import sympy
 import torch
+import torch.fx.experimental._config as fx_config
 
 from npu_inductor.config import NpuConfig
 from npu_inductor.gears import MAX_GEARS as MAX_ATC_GEARS
@@ -58,14 +60,67 @@ def validate_sizes(sizes: Sequence[int]) -> tuple[int, ...]:
 
 def set_buckets(tensor: torch.Tensor, buckets: dict[int, Sequence[int] | str]) -> torch.Tensor:
     """Bucket ``tensor``'s dims: ``set_buckets(ids, {1: [16, 32, 64]})`` (or ``{1: "auto"}``).
-    Marks the dims dynamic for Dynamo; returns the tensor."""
+    Marks the dims dynamic for Dynamo (no ``dynamic=True`` needed) and keeps sizes 0 and 1
+    symbolic (see ``_oblivious_while_tagged``); returns the tensor."""
     spec: dict[int, tuple[int, ...] | str] = {}
     for dim, sizes in buckets.items():
         dim = dim % tensor.dim()
         spec[dim] = AUTO if sizes == AUTO else validate_sizes(sizes)
         torch._dynamo.mark_dynamic(tensor, dim)
     setattr(tensor, BUCKETS_ATTR, spec)
+    _TAGGED[id(tensor)] = tensor
+    _install_compile_callbacks()
     return tensor
+
+
+# ---- sizes 0 and 1 stay symbolic --------------------------------------------------------
+# Dynamo specializes a dynamic dim whose first size is 0 or 1 into a static graph (its
+# "0/1 specialization"), so a first prompt of length 1 would compile a graph of its own.
+# torchair's gears have the same limit. While a tensor tagged by set_buckets is alive, every
+# Dynamo compile runs with torch.fx.experimental._config.backed_size_oblivious on (set at
+# the compile's start, restored at its end, via Dynamo's compile callbacks): dynamic dims
+# get the range [0, inf) without a 0/1 guard. The user sets no flag; other compiles are
+# untouched. (mark_unbacked would also avoid it, but graph-breaks on any shape branch.)
+# Frames whose graphs had bucketed dims (set_buckets or options) recompile the same way:
+# their recompiles (a new size, or size 1 after others) are size-oblivious too.
+_TAGGED: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
+_BUCKETED_FRAMES: set[int] = set()
+_SAVED_OBLIVIOUS: list[bool] = []
+
+
+def _frame_id() -> int | None:
+    compile_id = torch._guards.CompileContext.current_compile_id()
+    return compile_id.frame_id if compile_id is not None else None
+
+
+def _note_bucketed_frame() -> None:
+    _install_compile_callbacks()
+    frame = _frame_id()
+    if frame is not None:
+        _BUCKETED_FRAMES.add(frame)
+
+
+def _oblivious_while_tagged(args: Any) -> None:
+    from torch._dynamo.callback import CallbackTrigger
+
+    _SAVED_OBLIVIOUS.append(fx_config.backed_size_oblivious)
+    if args.callback_trigger is CallbackTrigger.DYNAMO and (
+            len(_TAGGED) or _frame_id() in _BUCKETED_FRAMES):
+        fx_config.backed_size_oblivious = True
+
+
+def _restore_oblivious(args: Any) -> None:
+    if _SAVED_OBLIVIOUS:
+        fx_config.backed_size_oblivious = _SAVED_OBLIVIOUS.pop()
+
+
+def _install_compile_callbacks() -> None:
+    """(Re)register the callbacks: ``torch._dynamo.reset()`` clears them."""
+    handler = torch._dynamo.callback_handler
+    if _oblivious_while_tagged not in handler.start_callbacks:
+        _BUCKETED_FRAMES.clear()  # frame ids restart after a reset
+        handler.register_start_callback(_oblivious_while_tagged)
+        handler.register_end_callback(_restore_oblivious)
 
 
 @dataclass(frozen=True)
@@ -126,26 +181,68 @@ def _config_specs(placeholders: list[torch.fx.Node], config: NpuConfig) -> dict:
 
 def find_bucketed_dims(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                        config: NpuConfig) -> list[BucketedDim]:
+    """The dynamic dims of ``gm`` that are bucketed (by ``set_buckets`` or the options).
+    Configured dims that are static here are in ``static_bucketed_dims``."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    dims = []
+    for pos, dim, sizes in _bucket_specs(placeholders, example_inputs, config):
+        size = placeholders[pos].meta["example_value"].shape[dim]
+        if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+            dims.append(BucketedDim(pos, dim, size.node.expr, sizes,
+                                    f"{_source_name(placeholders[pos])} dim {dim}"))
+    return dims
+
+
+def static_bucketed_dims(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                         config: NpuConfig) -> list[str]:
+    """Labels of configured bucket dims that Dynamo made static in ``gm`` (a first call
+    without ``dynamic=True``: Dynamo traces static, and only a second size recompiles)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    out = []
+    for pos, dim, _ in _bucket_specs(placeholders, example_inputs, config):
+        size = placeholders[pos].meta["example_value"].shape[dim]
+        if not (isinstance(size, torch.SymInt) and size.node.expr.is_Symbol):
+            out.append(f"{_source_name(placeholders[pos])} dim {dim}")
+    return out
+
+
+def _bucket_specs(placeholders: list[torch.fx.Node], example_inputs: Sequence[Any],
+                  config: NpuConfig) -> list[tuple[int, int, tuple[int, ...] | str]]:
+    """(placeholder position, dim, sizes) of every configured bucket dim; notes the frame
+    being compiled as bucketed (see ``_oblivious_while_tagged``)."""
     specs = _config_specs(placeholders, config)
     for pos, ex in enumerate(example_inputs):
         tagged = getattr(ex, BUCKETS_ATTR, None)
         if tagged:
             specs.setdefault(pos, {}).update(tagged)
-    dims = []
-    for pos, by_dim in sorted(specs.items()):
-        val = placeholders[pos].meta.get("example_value")
-        for dim, sizes in sorted(by_dim.items()):
-            size = val.shape[dim]
-            if not isinstance(size, torch.SymInt) or not size.node.expr.is_Symbol:
-                if sizes != AUTO:
-                    log.warning("bucketed dim %d of %s is static here (Dynamo specialized it); "
-                                "use dynamic=True or torch._dynamo.mark_dynamic",
-                                dim, _source_name(placeholders[pos]))
-                continue
-            dims.append(BucketedDim(pos, dim, size.node.expr, sizes,
-                                    f"{_source_name(placeholders[pos])} dim {dim}"))
-    return dims
+    if specs:
+        _note_bucketed_frame()
+    return [(pos, dim, sizes) for pos, by_dim in sorted(specs.items())
+            for dim, sizes in sorted(by_dim.items())]
+
+
+class EagerFirstCall:
+    """A static graph whose configured bucket dims Dynamo specialized (a first call without
+    ``dynamic=True``): its first call runs in eager instead of compiling a graph for that
+    one size, as Dynamo recompiles a dynamic (bucketed) graph on the next size and looks
+    that graph up first. Only if this size is called again is it compiled (exactly)."""
+
+    def __init__(self, gm: torch.fx.GraphModule, compile_now: Callable[[], Callable],
+                 labels: list[str]) -> None:
+        self.gm, self.compile_now, self.fn = gm, compile_now, None
+        self.report = new_report([], f"first call of {', '.join(labels)} ran in eager: Dynamo "
+                                     "traced it static (no dynamic=True)")
+        log.info("%s", self.report.exact_reasons[0])
+
+    def __call__(self, *args: Any) -> Any:
+        self.report.calls += 1
+        if self.report.calls == 1:
+            self.report.eager_calls += 1
+            return self.gm(*args)
+        if self.fn is None:
+            self.fn = _call_without_dynamo(lambda _: self.compile_now(), ())
+            self.report.compiles += 1
+        return self.fn(*args)
 
 
 # ---- the auto policy -------------------------------------------------------------------
