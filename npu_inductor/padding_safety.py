@@ -147,9 +147,9 @@ class _Analysis:
         tails = [self.tail_of(a) for a in inputs]
         if not any(self.padded(a) for a in inputs):
             return ANY  # created here (e.g. arange(n), slicing a buffer to n): tail is data
-        if t is aten.sym_size.int or not isinstance(node.meta.get("val"), torch.Tensor) \
-                and t is not operator.getitem:
-            return ANY  # a size or scalar: no tensor data
+        if isinstance(node.meta.get("val"), (int, float, bool, torch.SymInt, torch.SymFloat,
+                                             torch.SymBool)):
+            return ANY  # a size or scalar (sym_size.int, ...): no tensor data
         if t is operator.getitem:
             return self.tail.get(node.args[0], ANY)
         if t in _LIKE:
