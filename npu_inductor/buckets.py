@@ -25,7 +25,7 @@ import itertools
 import logging
 import math
 import re
-import weakref
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,7 +68,6 @@ def set_buckets(tensor: torch.Tensor, buckets: dict[int, Sequence[int] | str]) -
         spec[dim] = AUTO if sizes == AUTO else validate_sizes(sizes)
         torch._dynamo.mark_dynamic(tensor, dim)
     setattr(tensor, BUCKETS_ATTR, spec)
-    _TAGGED[id(tensor)] = tensor
     _install_compile_callbacks()
     return tensor
 
@@ -76,36 +75,44 @@ def set_buckets(tensor: torch.Tensor, buckets: dict[int, Sequence[int] | str]) -
 # ---- sizes 0 and 1 stay symbolic --------------------------------------------------------
 # Dynamo specializes a dynamic dim whose first size is 0 or 1 into a static graph (its
 # "0/1 specialization"), so a first prompt of length 1 would compile a graph of its own.
-# torchair's gears have the same limit. While a tensor tagged by set_buckets is alive, every
-# Dynamo compile runs with torch.fx.experimental._config.backed_size_oblivious on (set at
-# the compile's start, restored at its end, via Dynamo's compile callbacks): dynamic dims
-# get the range [0, inf) without a 0/1 guard. The user sets no flag; other compiles are
-# untouched. (mark_unbacked would also avoid it, but graph-breaks on any shape branch.)
-# Frames whose graphs had bucketed dims (set_buckets or options) recompile the same way:
-# their recompiles (a new size, or size 1 after others) are size-oblivious too.
-_TAGGED: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
-_BUCKETED_FRAMES: set[int] = set()
+# torchair's gears have the same limit. A Dynamo compile of a frame that receives a tensor
+# tagged by set_buckets runs with torch.fx.experimental._config.backed_size_oblivious on
+# (set at the compile's start, restored at its end, via Dynamo's compile callbacks): its
+# dynamic dims get the range [0, inf) without a 0/1 guard. The user sets no flag; compiles
+# of other frames (e.g. generate()'s decode step, whose fresh input is untagged and should
+# specialize to one static graph) are untouched. Code that branches on the size being 1
+# still gets its own graph for size 1 (transformers' sdpa_attention tests q_length > 1);
+# mark_unbacked would avoid the 0/1 guard too, but graph-breaks on every shape branch.
 _SAVED_OBLIVIOUS: list[bool] = []
+_CONTAINERS = (list, tuple, dict)
 
 
-def _frame_id() -> int | None:
-    compile_id = torch._guards.CompileContext.current_compile_id()
-    return compile_id.frame_id if compile_id is not None else None
+def _has_tagged(value: Any, depth: int = 2) -> bool:
+    if isinstance(value, torch.Tensor):
+        return hasattr(value, BUCKETS_ATTR)
+    if depth and isinstance(value, _CONTAINERS):
+        items = value.values() if isinstance(value, dict) else value
+        return any(_has_tagged(v, depth - 1) for v in items)
+    return False
 
 
-def _note_bucketed_frame() -> None:
-    _install_compile_callbacks()
-    frame = _frame_id()
-    if frame is not None:
-        _BUCKETED_FRAMES.add(frame)
+def _frame_has_tagged_input() -> bool:
+    """Does the frame Dynamo is compiling receive a set_buckets tensor? (Its locals are the
+    ``locals`` argument of ``torch._dynamo.convert_frame._compile``, up the stack.)"""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "_compile" and "convert_frame" in frame.f_code.co_filename:
+            f_locals = frame.f_locals.get("locals")
+            return isinstance(f_locals, dict) and _has_tagged(list(f_locals.values()))
+        frame = frame.f_back
+    return False
 
 
 def _oblivious_while_tagged(args: Any) -> None:
     from torch._dynamo.callback import CallbackTrigger
 
     _SAVED_OBLIVIOUS.append(fx_config.backed_size_oblivious)
-    if args.callback_trigger is CallbackTrigger.DYNAMO and (
-            len(_TAGGED) or _frame_id() in _BUCKETED_FRAMES):
+    if args.callback_trigger is CallbackTrigger.DYNAMO and _frame_has_tagged_input():
         fx_config.backed_size_oblivious = True
 
 
@@ -118,7 +125,6 @@ def _install_compile_callbacks() -> None:
     """(Re)register the callbacks: ``torch._dynamo.reset()`` clears them."""
     handler = torch._dynamo.callback_handler
     if _oblivious_while_tagged not in handler.start_callbacks:
-        _BUCKETED_FRAMES.clear()  # frame ids restart after a reset
         handler.register_start_callback(_oblivious_while_tagged)
         handler.register_end_callback(_restore_oblivious)
 
@@ -198,6 +204,8 @@ def static_bucketed_dims(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     """Labels of configured bucket dims that Dynamo made static in ``gm`` (a first call
     without ``dynamic=True``: Dynamo traces static, and only a second size recompiles)."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if any(_symbolic(n.meta.get("example_value")) for n in placeholders):
+        return []  # partly dynamic: not a first static trace
     out = []
     for pos, dim, _ in _bucket_specs(placeholders, example_inputs, config):
         size = placeholders[pos].meta["example_value"].shape[dim]
@@ -206,17 +214,20 @@ def static_bucketed_dims(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     return out
 
 
+def _symbolic(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return any(isinstance(s, torch.SymInt) for s in value.shape)
+    return isinstance(value, torch.SymInt)
+
+
 def _bucket_specs(placeholders: list[torch.fx.Node], example_inputs: Sequence[Any],
                   config: NpuConfig) -> list[tuple[int, int, tuple[int, ...] | str]]:
-    """(placeholder position, dim, sizes) of every configured bucket dim; notes the frame
-    being compiled as bucketed (see ``_oblivious_while_tagged``)."""
+    """(placeholder position, dim, sizes) of every configured bucket dim."""
     specs = _config_specs(placeholders, config)
     for pos, ex in enumerate(example_inputs):
         tagged = getattr(ex, BUCKETS_ATTR, None)
         if tagged:
             specs.setdefault(pos, {}).update(tagged)
-    if specs:
-        _note_bucketed_frame()
     return [(pos, dim, sizes) for pos, by_dim in sorted(specs.items())
             for dim, sizes in sorted(by_dim.items())]
 

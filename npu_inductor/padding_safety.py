@@ -287,9 +287,25 @@ class _Analysis:
             return ANY
         if _free(start) & self.symbols or (node.target is aten.select.int):
             return self._fail(node, "indexes a padded dim relative to its size")
+        if isinstance(start, int) and start < 0:  # x[:, -1:]: the padded tail's last rows
+            return self._fail(node, "slices a padded dim from its end")
+        end = node.args[3] if len(node.args) > 3 else None
+        if node.target is aten.slice.Tensor and not self._prefix_end(end):
+            return self._fail(node, f"slices a padded dim up to {end}, not its valid end")
         if node.target is aten.slice.Tensor and len(node.args) > 4 and node.args[4] != 1:
             return self._fail(node, "strided slice along a padded dim")
         return tails[0] or ANY
+
+    def _prefix_end(self, end: Any) -> bool:
+        """The end of a slice that keeps a prefix of the valid region: the whole dim
+        (None or a huge int), or ``s + c`` with ``c <= 0``."""
+        if end is None or (isinstance(end, int) and end >= 2 ** 62):
+            return True
+        expr = _expr(end) if isinstance(end, torch.SymInt) else None
+        if expr is None or not prefix_dim(expr, self.symbols):
+            return False
+        sym = next(x for x in self.symbols if x in expr.free_symbols)
+        return int(expr - sym) <= 0
 
     def _along_unpadded(self, node: torch.fx.Node, tails: list) -> str:
         first = node.args[0][0] if node.target is aten.cat.default else node.args[0]
