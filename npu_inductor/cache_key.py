@@ -31,6 +31,8 @@ _NOT_IN_KEY = frozenset({"cache_dir", "cache_size_limit", "dump_dir", "verify", 
 _PACKAGES = ("npu_inductor", "npu_inductor.graph_passes", "npu_inductor.lowering",
              "npu_inductor.codegen_templates", "npu_inductor.runtime")
 _SOURCE_SUFFIXES = (".py", ".jinja", ".json", ".proto")
+# Subfolders that are packages of their own in _PACKAGES (an in-tree layout nests them).
+_PACKAGE_FOLDERS = frozenset({"graph_passes", "lowering", "codegen_templates", "runtime"})
 
 
 def _spec(val: Any) -> str:
@@ -70,17 +72,33 @@ def options_part(config: NpuConfig) -> str:
     return json.dumps(values, sort_keys=True, default=repr)
 
 
+def package_folders() -> list[tuple[str, Path]]:
+    """(package, folder) of each installed package whose source decides what is compiled."""
+    return [(package, Path(folder)) for package in _PACKAGES
+            for folder in importlib.util.find_spec(package).submodule_search_locations or ()]
+
+
+def source_files() -> list[tuple[str, Path]]:
+    """(package-relative name, path) of every source file the compiler is built from: the
+    Python modules, jinja templates, op-spec JSON and protos of each package folder and its
+    subfolders (``npu_inductor/ge``, ``runtime/kernels``), in a stable order."""
+    files = []
+    for package, folder in package_folders():
+        for path in sorted(folder.rglob("*")):
+            rel = path.relative_to(folder)
+            if path.suffix in _SOURCE_SUFFIXES and "__pycache__" not in rel.parts \
+                    and _PACKAGE_FOLDERS.isdisjoint(rel.parts[:1]) and path.is_file():
+                files.append((f"{package}/{rel.as_posix()}", path))
+    return files
+
+
 @functools.cache
 def source_digest() -> str:
-    """sha256 over npu_inductor's installed source files (paths and bytes)."""
+    """sha256 over npu_inductor's installed source files (names and bytes)."""
     h = hashlib.sha256()
-    for package in _PACKAGES:
-        spec = importlib.util.find_spec(package)
-        for folder in spec.submodule_search_locations or ():
-            for path in sorted(Path(folder).iterdir()):
-                if path.suffix in _SOURCE_SUFFIXES and path.is_file():
-                    h.update(f"{package}/{path.name}\0".encode())
-                    h.update(path.read_bytes())
+    for name, path in source_files():
+        h.update(f"{name}\0{path.stat().st_size}\0".encode())
+        h.update(path.read_bytes())
     return h.hexdigest()
 
 
