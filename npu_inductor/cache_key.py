@@ -1,6 +1,6 @@
 """The compile cache's key: a stable hash of everything that decides a compiled GE graph.
 
-Parts: the post-pass FX graph in a canonical form (its Python code, the dtype/shape/stride
+Parts: the post-pass FX graph in a canonical form (its nodes, the dtype/shape/stride
 of its inputs' and outputs' values, symbolic sizes by expression, the bytes of every
 constant it holds),
 the options that change the result, the device kind and SoC, and the versions of
@@ -53,11 +53,44 @@ def _tensor_digest(t: torch.Tensor) -> str:
     return f"{t.dtype}{tuple(t.shape)}:" + hashlib.sha256(data).hexdigest()
 
 
+class _Ref:
+    """A node argument as it appears in the canonical form: the node's name."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"%{self.name}"
+
+
+def _target_name(target: Any) -> str:
+    if isinstance(target, str):
+        return target
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target)  # aten.mm.default
+    module = getattr(target, "__module__", None) or type(target).__module__
+    return f"{module}.{getattr(target, '__qualname__', None) or repr(target)}"
+
+
+def _node_line(node: torch.fx.Node) -> str:
+    """One node of the canonical form: kind, name, target and arguments (nodes by name).
+    Holds what ``gm.code`` is generated from, without generating it (which costs ~0.1 s
+    on a training graph: passes leave the module's recompile pending)."""
+    args = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: _Ref(n.name))
+    return f"{node.op} {node.name} {_target_name(node.target)} {args!r}"
+
+
 def graph_digest(gm: torch.fx.GraphModule) -> str:
-    """sha256 of ``gm``'s canonical form: its code, the inputs' and outputs' values (the
-    values in between follow from them and the code), constants' bytes."""
-    h = hashlib.sha256(gm.code.encode())
+    """sha256 of ``gm``'s canonical form: every node (kind, target, arguments), the inputs'
+    and outputs' values (the values in between follow from them and the nodes), constants'
+    bytes, and the graph's calling convention."""
+    codegen = gm.graph._codegen
+    h = hashlib.sha256(f"{type(codegen).__qualname__} "
+                       f"{getattr(codegen, 'pytree_info', None)!r}".encode())
     for node in gm.graph.nodes:
+        h.update(f"\n{_node_line(node)}".encode())
         if node.op in ("placeholder", "output"):
             h.update(f"\n{node.name}:{_spec(node.meta.get('val'))}".encode())
         elif node.op == "get_attr":
