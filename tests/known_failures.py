@@ -10,8 +10,6 @@ wrote it.
 """
 
 KNOWN_FAILURES: dict[str, str] = {
-    'tests/distributed/test_lowering.py::test_int64_all_reduce_is_refused':
-        'fails since the 910B dtype gate / strict test mode merged (issues 13, 15)',
     'tests/lowering/test_linalg.py::test_float64':
         'float64 linalg: the 910B has float64 kernels for Svd/Qr/MatrixInverse but none for Transpose/Maximum/Mul...; no exact form built (a Bitcast-to-int64 carrier for pure moves would cover Transpose); runs in eager',
     'tests/lowering/test_linalg.py::test_pinv[False]':
