@@ -68,38 +68,4 @@ KNOWN_FAILURES: dict[str, str] = {
         "FX verifier (strict test mode, issue 15) re-runs view_as_complex's meta on a backward input whose last dim is not stride-1 ('Tensor must have a last dimension with stride 1'); not the dtype gate",
     'tests/lowering/test_spectral.py::test_complex_elementwise':
         "complex64 sgn: the 910B's Sign has no complex64 kernel; the exact form (x / |x|, 0 at 0, via Real/Imag) is not built yet",
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[chalf]':
-        'complex32 (chalf): refused by the 910B gate (no complex32 kernels); the _to_copy runs in eager',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[float_power]':
-        'float_power computes in float64: refused by the 910B gate (no float64 Pow kernel); runs in eager',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[linalg.matrix_rank.hermitian]':
-        "pinv/matrix_rank tolerances are float64 (as ATen's): the 910B has no float64 Maximum/Mul kernels; an exact float32 form (s > RD32(tol)) is not built yet, so the converter is refused and runs in eager",
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[linalg.matrix_rank]':
-        "pinv/matrix_rank tolerances are float64 (as ATen's): the 910B has no float64 Maximum/Mul kernels; an exact float32 form (s > RD32(tol)) is not built yet, so the converter is refused and runs in eager",
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[linalg.pinv.hermitian]':
-        "pinv/matrix_rank tolerances are float64 (as ATen's): the 910B has no float64 Maximum/Mul kernels; an exact float32 form (s > RD32(tol)) is not built yet, so the converter is refused and runs in eager",
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[linalg.pinv]':
-        "pinv/matrix_rank tolerances are float64 (as ATen's): the 910B has no float64 Maximum/Mul kernels; an exact float32 form (s > RD32(tol)) is not built yet, so the converter is refused and runs in eager",
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[logspace.tensor_overload]':
-        'logspace.tensor_overload: base ** x in float64 (pow.Scalar), refused by the 910B gate; runs in eager',
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[pinverse]':
-        "pinv/matrix_rank tolerances are float64 (as ATen's): the 910B has no float64 Maximum/Mul kernels; an exact float32 form (s > RD32(tol)) is not built yet, so the converter is refused and runs in eager",
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.airy_ai]':
-        "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.bessel_j0]':
-        "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.bessel_j1]':
-        "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.bessel_y0]':
-        "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
-    'tests/opinfo/test_opinfo.py::test_float32_zero_fallback[special.bessel_y1]':
-        "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
-    'tests/opinfo/test_opinfo.py::test_low_precision_matches_eager[nn.functional.conv_transpose1d:bfloat16]':
-        "the 910B's Conv2D (and the host device) accumulate fp16/bf16 in float32 and round once; eager CPU's low-precision conv_transpose accumulates in the low dtype and misses the float32-rounded result by more than the sweep's tolerance (compiled is the closer one)",
-    'tests/opinfo/test_opinfo.py::test_low_precision_matches_eager[nn.functional.conv_transpose2d:bfloat16]':
-        "the 910B's Conv2D (and the host device) accumulate fp16/bf16 in float32 and round once; eager CPU's low-precision conv_transpose accumulates in the low dtype and misses the float32-rounded result by more than the sweep's tolerance (compiled is the closer one)",
-    'tests/opinfo/test_opinfo.py::test_low_precision_matches_eager[nn.functional.conv_transpose3d:bfloat16]':
-        "the 910B's Conv2D (and the host device) accumulate fp16/bf16 in float32 and round once; eager CPU's low-precision conv_transpose accumulates in the low dtype and misses the float32-rounded result by more than the sweep's tolerance (compiled is the closer one)",
-    'tests/opinfo/test_opinfo.py::test_low_precision_matches_eager[nn.functional.conv_transpose3d:float16]':
-        "the 910B's Conv2D (and the host device) accumulate fp16/bf16 in float32 and round once; eager CPU's low-precision conv_transpose accumulates in the low dtype and misses the float32-rounded result by more than the sweep's tolerance (compiled is the closer one)",
 }
