@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
-from torch._functorch.partitioners import default_partition
 
 from npu_inductor import aot_cache
 from npu_inductor.buckets import (
@@ -27,7 +26,7 @@ from npu_inductor.buckets import (
 )
 from npu_inductor.compile_fx import compile_fx_graph
 from npu_inductor.config import DEFAULT_SOC_VERSION, NpuConfig, resolve
-from npu_inductor.graph_passes import real_inputs
+from npu_inductor.graph_passes import real_inputs, saved_views
 from npu_inductor.graph_passes.training_fusions import fuse_for_training
 from npu_inductor.lowering.decompositions import decomposition_table
 
@@ -123,7 +122,8 @@ def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None,
                for k in kinds]
         return aot_autograd(fw_compiler=fns[1], bw_compiler=fns[2], inference_compiler=fns[0],
                             decompositions=decomposition_table(),
-                            partition_fn=default_partition, keep_inference_input_mutations=False)
+                            partition_fn=saved_views.partition,
+                            keep_inference_input_mutations=False)
     inference = functools.partial(compile_fn, kind="inference")
     forward = functools.partial(compile_fn, kind="forward")
     if dims:
@@ -138,7 +138,7 @@ def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None,
         bw_compiler=functools.partial(compile_fn, kind="backward"),
         inference_compiler=inference,
         decompositions=decomposition_table(),
-        partition_fn=default_partition,
+        partition_fn=saved_views.partition,
         keep_inference_input_mutations=True,  # copy_ into inputs lowers to Assign
     )
 
