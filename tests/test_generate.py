@@ -25,7 +25,7 @@ def _one_thread():
 
 def _llama():
     cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64,
-                                   num_hidden_layers=2, num_attention_heads=4,
+                                   num_hidden_layers=1, num_attention_heads=4,
                                    num_key_value_heads=2, max_position_embeddings=64)
     torch.manual_seed(0)
     return transformers.LlamaForCausalLM(cfg).eval()
@@ -36,13 +36,13 @@ def _generate(model, prompt, sample: bool, **kw):
     # logits_to_keep=0: the prefill returns every position's logits. generate's default (1)
     # slices the last row, x[:, -1:], which reads the padded tail: padding safety refuses it
     # and each prompt length would compile exactly.
-    return model.generate(prompt, max_new_tokens=5, do_sample=sample,
+    return model.generate(prompt, max_new_tokens=4, do_sample=sample,
                           pad_token_id=0, logits_to_keep=0, **kw)
 
 
-def _run(cache_kw: dict) -> tuple[list, dict]:
+def _run(cache_kw: dict, lengths: tuple[int, ...] = PROMPTS) -> tuple[list, list]:
     model = _llama()
-    prompts = [torch.randint(1, 128, (1, n)) for n in PROMPTS]
+    prompts = [torch.randint(1, 128, (1, n)) for n in lengths]
     runs = [(p, False) for p in prompts] + [(prompts[1], True)]
     expected = [_generate(model, p, s, **cache_kw) for p, s in runs]
     model.forward = torch.compile(model.forward, backend="npu",
@@ -76,13 +76,13 @@ def test_generate_dynamic_cache_greedy_and_sampling():
 
 
 def test_generate_static_cache_one_decode_graph():
-    graphs, reports = _run({"cache_implementation": "static"})
+    graphs, reports = _run({"cache_implementation": "static"}, PROMPTS[:2])
     prefill = [g for g in graphs if _ids_len(g) > 1]
     decode = [g for g in graphs if _ids_len(g) == 1]
     assert len(decode) == 1  # one static decode graph for every prompt and step
     # prefill writes the static cache at cache_position (index_copy): zero-padded positions
     # would overwrite slot 0, so padding safety refuses and each length compiles exactly
     # (the first length's static trace ran in eager)
-    assert len(prefill) <= len(set(PROMPTS)) - 1
+    assert len(prefill) <= len(set(PROMPTS[:2])) - 1
     assert any("index_copy" in str(r.safety) for r in reports if r.dims)
     print(f"static cache: {len(prefill)} prefill + {len(decode)} decode GE graphs")
