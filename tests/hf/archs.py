@@ -55,6 +55,13 @@ def _llama() -> nn.Module:
     return tf.LlamaForCausalLM(tf.LlamaConfig(**LLM))
 
 
+def _llama_eager() -> nn.Module:
+    """LLaMA with transformers' eager attention code (matmul, fp32 softmax, matmul)."""
+    config = tf.LlamaConfig(**LLM)
+    config._attn_implementation = "eager"
+    return tf.LlamaForCausalLM(config)
+
+
 def _mistral() -> nn.Module:
     return tf.MistralForCausalLM(tf.MistralConfig(**LLM, sliding_window=4))
 
@@ -149,6 +156,7 @@ def _whisper_inputs() -> dict[str, torch.Tensor]:
 
 ARCHS: dict[str, Arch] = {a.name: a for a in [
     Arch("llama", _llama, _lm_inputs, decoder=True),
+    Arch("llama_eager_attn", _llama_eager, _padded_lm_inputs, decoder=True),
     Arch("mistral", _mistral, _lm_inputs, decoder=True),
     Arch("qwen2", _qwen2, _padded_lm_inputs, decoder=True),
     Arch("gemma", _gemma, _lm_inputs, decoder=True),

@@ -46,6 +46,7 @@ _LLAMA_LIKE = {"fuse_rms_norm": 5, "fuse_add_rms_norm": 4, "fuse_rotary": 4,
                "fuse_apply_rotary_pos_emb": 2, "fuse_attention": 2, "fuse_swiglu_merged": 2}
 EXPECTED_FUSIONS: dict[str, dict[str, int]] = {
     "llama": _LLAMA_LIKE,
+    "llama_eager_attn": _LLAMA_LIKE,
     "mistral": _LLAMA_LIKE,
     "qwen2": _LLAMA_LIKE,
     "gemma": {"fuse_rms_norm": 5, "fuse_rotary": 4, "fuse_apply_rotary_pos_emb": 2,
@@ -68,7 +69,7 @@ FUSED_OPS = {
     "mixtral": {"AddRmsNorm", "ApplyRotaryPosEmb", "PromptFlashAttention", "SwiGlu",
                 "GroupedMatmul", "TopKV2", "Sort"},
 }
-FUSED_OPS["mistral"] = FUSED_OPS["qwen2"] = FUSED_OPS["llama"]
+FUSED_OPS["mistral"] = FUSED_OPS["qwen2"] = FUSED_OPS["llama_eager_attn"] = FUSED_OPS["llama"]
 
 
 
