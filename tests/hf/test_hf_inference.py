@@ -37,7 +37,8 @@ FROZEN = {"freeze_parameters": True}
 #   gemma     RMSNorm runs in fp32 (x.float() * (1 + w)): RmsNorm on the fp32 tensor, so
 #             the bf16 residual add stays an Add; GELU-gated MLP: GE's GeGluV2 needs gate and
 #             up in one tensor (not merged yet), so GeluV2 * up;
-#   phi3      partial rotary on slices of the fused qkv: RotaryMul per tensor, no pairing;
+#   phi3      partial rotary on slices of the fused qkv: RotaryMul per tensor; pairing into
+#             ApplyRotaryPosEmb (BSND) would add 4 Transposes per layer around the slices;
 #   gpt_neox  LayerNorm (LayerNormV4) and a plain GELU MLP: no RMSNorm, no gated MLP;
 #   gpt2      learned positions (no rotary), LayerNorm, plain GELU MLP (tanh form -> Gelu);
 #   mixtral   expert MLPs: one SwiGlu per layer on the grouped gate/up matmul (GroupedMatmul);
