@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import torch
 from torch.fx import GraphModule, Node
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
 from npu_inductor.config import NpuConfig, target_soc
@@ -285,8 +286,10 @@ _LOWER_FP32 = {"allow_fp32_to_fp16": torch.float16, "allow_mix_precision": torch
 
 
 def _ge_op(sq: int, mask: Node | None, causal: bool) -> str:
-    """The GE op ``npu::flash_attention`` lowers to (lowering/fused.py)."""
-    return "IncreFlashAttention" if sq == 1 and mask is None and not causal else \
+    """The GE op ``npu::flash_attention`` lowers to (lowering/fused.py). A symbolic ``sq`` is
+    not compared with 1: that would guard the graph against a later query of length 1."""
+    one = statically_known_true(sq == 1)
+    return "IncreFlashAttention" if one and mask is None and not causal else \
         "PromptFlashAttention"
 
 
