@@ -35,8 +35,9 @@ FROZEN = {"freeze_parameters": True}
 # the 4 fed by a residual add become AddRmsNorm), one gated MLP per layer. Where a family
 # cannot fuse one of rotary / RMSNorm / attention / gated MLP, why:
 #   gemma     RMSNorm runs in fp32 (x.float() * (1 + w)): RmsNorm on the fp32 tensor, so
-#             the bf16 residual add stays an Add; GELU-gated MLP: GE's GeGluV2 needs gate and
-#             up in one tensor (not merged yet), so GeluV2 * up;
+#             the bf16 residual add stays an Add; GELU-gated MLP stays GeluV2 * up: GE's
+#             GeGluV2 would need the merged gate/up, and CANN's docs give its activate_left
+#             opposite meanings across versions (8.0/8.1 vs 8.3), so it is not emitted unchecked;
 #   phi3      partial rotary on slices of the fused qkv: RotaryMul per tensor; pairing into
 #             ApplyRotaryPosEmb (BSND) would add 4 Transposes per layer around the slices;
 #   gpt_neox  LayerNorm (LayerNormV4) and a plain GELU MLP: no RMSNorm, no gated MLP;
