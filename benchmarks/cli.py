@@ -75,6 +75,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profile-compile", action="store_true",
                    help="cProfile graph mode's cold compile of each model and mode")
     p.add_argument("--verbose", action="store_true", help="show compiler warnings and logs")
+    p.add_argument("--layer-ops", action="store_true",
+                   help="also report GE ops per decoder layer of each zoo decoder")
     return p.parse_args(argv)
 
 
@@ -233,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
             report.print_table(rows, machine)
         serve_ok = run_serve_mode(args) if "serve" in modes else True
         summary = compile_summary(rows)
+        if args.layer_ops:
+            from npu_inductor.benchmarks.layer_ops import layer_ops_report
+
+            summary += layer_ops_report()
         print("\n".join(summary + [f"total wall time {time.perf_counter() - start:.1f} s"]))
         if args.profile_compile:
             from npu_inductor.benchmarks.profile_compile import profile_models
