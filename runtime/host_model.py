@@ -170,7 +170,11 @@ class HostModel:
 
     # ---- binding outputs to memory ---------------------------------------------------------
     def set_memory_plan(self, enabled: bool) -> None:
-        """Plan intermediates into one workspace (``enabled``) or keep kernel results."""
+        """Plan intermediates into one workspace (``enabled``) or keep kernel results (the
+        binding is deterministic: asking again for the current setting keeps it)."""
+        if getattr(self, "_plan_setting", None) == bool(enabled):
+            return
+        self._plan_setting = bool(enabled)
         self.plan, self.plan_error, self._views = None, None, None
         self.bound = self._bind(planned=enabled)
         if self.plan is None and self.plan_error is None:
