@@ -17,6 +17,7 @@ from npu_inductor.ge.ir import Graph, GraphBuilder, Value
 from npu_inductor.ge.soc import Decision
 from npu_inductor.lowering.context import LoweringContext, static_shape
 from npu_inductor.lowering.inplace import writes_input
+from npu_inductor.lowering.output_views import output_only_views, split_view
 from npu_inductor.lowering.registry import bind, lookup, refusal
 
 
@@ -35,6 +36,7 @@ class OutputSlot:
     """Where one FX output comes from: a GE output, a graph input, or a constant."""
 
     kind: str  # "ge" | "int" (a size computed in GE) | "input" | "const"
+    #          | "input_view" | "ge_view" (views of an input / a GE output: lowering/output_views)
     index: int = 0
     value: Any = None
 
@@ -89,8 +91,11 @@ def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
     data_inputs: list[int] = []
     placeholders: dict[torch.fx.Node, int] = {}
     outputs: tuple[OutputSlot, ...] = ()
+    replayed = output_only_views(gm)
     for node in gm.graph.nodes:
         ctx.node = node
+        if node in replayed:  # the wrapper applies it to the returned base
+            continue
         if node.op == "placeholder":
             position = len(placeholders)
             placeholders[node] = position
@@ -178,7 +183,12 @@ def _lower_output(builder: GraphBuilder, results: Any, env: dict,
     slots: list[OutputSlot] = []
     values: list[Value] = []
     for r in (results if isinstance(results, (tuple, list)) else (results,)):
-        if isinstance(r, torch.fx.Node) and r in placeholders:
+        base, chain = split_view(r) if isinstance(r, torch.fx.Node) else (r, ())
+        if chain and base in placeholders:
+            slots.append(OutputSlot("input_view", placeholders[base], chain))
+        elif chain and isinstance(env.get(base), Value):
+            slots.append(OutputSlot("ge_view", _ge_index(values, env[base]), chain))
+        elif isinstance(r, torch.fx.Node) and r in placeholders:
             slots.append(OutputSlot("input", placeholders[r]))
         elif isinstance(r, torch.fx.Node) and isinstance(env[r], Value):
             kind = "int" if isinstance(r.meta.get("val"), torch.SymInt) else "ge"
@@ -188,3 +198,12 @@ def _lower_output(builder: GraphBuilder, results: Any, env: dict,
             slots.append(OutputSlot("const", value=env[r] if isinstance(r, torch.fx.Node) else r))
     builder.output(values)
     return tuple(slots)
+
+
+def _ge_index(values: list[Value], value: Value) -> int:
+    """The NetOutput index of ``value`` (added once however many views read it)."""
+    for k, v in enumerate(values):
+        if v.edge == value.edge:
+            return k
+    values.append(value)
+    return len(values) - 1

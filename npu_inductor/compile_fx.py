@@ -32,6 +32,7 @@ from npu_inductor.graph_passes import run_passes
 from npu_inductor.graph_passes.partition import Fallback, fallbacks, split
 from npu_inductor.lowering import LoweredGraph, LoweringError, lower_graph
 from npu_inductor.lowering.lower import describe, try_lower
+from npu_inductor.lowering.output_views import replay
 from npu_inductor.runtime import get_device
 from npu_inductor.runtime.allocator import AllocatorError
 from npu_inductor.runtime.device import DeviceError
@@ -94,6 +95,10 @@ class CompiledGraph:
                 outs.append(int(ge_outs[slot.index]))
             elif slot.kind == "input":
                 outs.append(args[slot.index])
+            elif slot.kind == "input_view":
+                outs.append(replay(args[slot.index], slot.value))
+            elif slot.kind == "ge_view":
+                outs.append(replay(ge_outs[slot.index], slot.value))
             else:
                 outs.append(slot.value)
         args.clear()

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from npu_inductor.config import target_soc
 from npu_inductor.runtime.allocator import AclBackend, CachingAllocator
 from npu_inductor.runtime.host_acl import HostAcl
 from npu_inductor.runtime.memory import DevicePtr
@@ -91,7 +92,9 @@ class HostDevice:
 
     def configure_model(self, model_id: int, config: Any) -> None:
         """Apply per-compile options (``memory_plan``, ``memory_limit``) to a loaded model."""
-        self.acl.models[model_id].set_memory_plan(config.memory_plan)
+        model = self.acl.models[model_id]
+        model.set_precision_mode(config.precision_mode, target_soc(config))  # ATC's choice
+        model.set_memory_plan(config.memory_plan)
         if config.memory_limit is not None:
             self.allocator.set_memory_limit(config.memory_limit)
 

@@ -22,7 +22,7 @@ Each step output has a destination:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -55,6 +55,7 @@ class Step:
     attrs: dict[str, Any]
     outs: tuple[int, ...]
     sigs: tuple[tuple[torch.dtype | None, tuple[int, ...]], ...]  # (dtype, shape) per output
+    compute: torch.dtype | None = None  # precision_mode moved the op to this dtype
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,8 @@ class HostModel:
         self.plan_steps: list[PlanStep] = []  # what the plan was made from (for validation)
         self.plan_error: str | None = None
         self._views: tuple[Any, dict[int, torch.Tensor]] | None = None
+        self.precision_mode = "must_keep_origin_dtype"
+        self.compute_dtypes: dict[str, torch.dtype] = {}  # op name -> precision_mode's dtype
         self.set_memory_plan(memory_plan)
 
     # ---- loading ---------------------------------------------------------------------------
@@ -168,13 +171,33 @@ class HostModel:
                 return fn
         return KERNELS[op.type]
 
+    def set_precision_mode(self, mode: str, soc: str) -> None:
+        """Compute each op in the dtype ATC's ``precision_mode`` would pick on ``soc``
+        (``runtime/precision.py``); ``compute_dtypes`` names the ops moved."""
+        from npu_inductor.runtime import precision
+
+        if mode == self.precision_mode:
+            return
+        self.precision_mode = mode
+        steps, self.compute_dtypes = [], {}
+        for st in self.steps:
+            base = self._kernel(st.op, st.args, st.attrs)
+            fn, compute = precision.apply(st.op, base, mode, soc)
+            steps.append(replace(st, fn=fn, compute=compute))
+            if compute is not None:
+                self.compute_dtypes[st.op.name] = compute
+        self.steps = steps
+        self.set_memory_plan(self.memory_plan_enabled)
+
     # ---- binding outputs to memory ---------------------------------------------------------
     def set_memory_plan(self, enabled: bool) -> None:
         """Plan intermediates into one workspace (``enabled``) or keep kernel results (the
-        binding is deterministic: asking again for the current setting keeps it)."""
-        if getattr(self, "_plan_setting", None) == bool(enabled):
+        binding is deterministic: asking again for the current setting and steps keeps it)."""
+        bound_for = getattr(self, "_bound_for", None)
+        if bound_for is not None and bound_for[0] == bool(enabled) and bound_for[1] is self.steps:
             return
-        self._plan_setting = bool(enabled)
+        self._bound_for = (bool(enabled), self.steps)
+        self.memory_plan_enabled = enabled
         self.plan, self.plan_error, self._views = None, None, None
         self.bound = self._bind(planned=enabled)
         if self.plan is None and self.plan_error is None:
@@ -367,8 +390,8 @@ class _Accounting:
 
 
 def _can_out(st: Step) -> bool:
-    return (st.op.type in OUT_KERNELS and len(st.outs) == 1 and st.op.type not in VIEW_OPS
-            and _nbytes(st.sigs[0]) is not None)
+    return (st.compute is None and st.op.type in OUT_KERNELS and len(st.outs) == 1
+            and st.op.type not in VIEW_OPS and _nbytes(st.sigs[0]) is not None)
 
 
 def _run_step(b: Bound, vals: list[Any], views: dict[int, torch.Tensor],

@@ -165,7 +165,9 @@ def compile_model(flags: dict[str, str]) -> dict:
         data[name]["shape"] = dims
     header = {"soc_version": flags["soc_version"], "inputs": list(data.values()),
               "outputs": [_desc(d) for d in net_out[0].input_desc],
-              "gear_inputs": [], "gears": []}
+              "gear_inputs": [], "gears": [],
+              # ATC's default when the flag is absent: force_fp16 (reference/acl_api.md)
+              "precision_mode": flags.get("precision_mode", "force_fp16")}
     if "dynamic_dims" in flags:
         width = sum(d == -1 for _, dims in listed for d in dims)
         values = parse_gears(flags["dynamic_dims"], width)

@@ -42,7 +42,10 @@ def load_from_mem(ptr: int, size: int) -> tuple[int, int]:
     from npu_inductor.runtime.host_model import HostModel
 
     gear_index = len(header["inputs"]) if header["gears"] else None
-    model = A._Model(header, HostModel(from_air(air), memory_plan=False), gear_index)
+    host = HostModel(from_air(air), memory_plan=False)
+    # ATC's --precision_mode chose each kernel's dtype when it built the model
+    host.set_precision_mode(header.get("precision_mode", "force_fp16"), header["soc_version"])
+    model = A._Model(header, host, gear_index)
     model_id = A.S.next_model
     A.S.next_model += 1
     A.S.models[model_id] = model
