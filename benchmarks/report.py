@@ -25,6 +25,8 @@ COMPILE = KEYS + (
     ("compilation_latency", "compile s", "{:.2f}"),
     ("compilation_latency_warm", "warm s", "{:.2f}"),
     ("compile_ratio_vs_aot_eager", "vs aot", "{:.2f}x"), ("backend_compile_s", "ours s", "{:.2f}"),
+    ("compilation_latency_fresh", "cold fresh s", "{:.2f}"),
+    ("compile_ratio_fresh_vs_aot_eager", "vs aot fresh", "{:.2f}x"),
     ("dynamo_peak_mem", "peak MB", "{:.2f}"), ("compression_ratio", "mem ratio", "{:.2f}x"),
     ("graphs", "graphs", "{}"), ("graph_breaks", "breaks", "{}"),
     ("ge_ops_before_fusion", "GE ops unfused", "{}"), ("ge_ops", "GE ops", "{}"),

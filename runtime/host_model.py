@@ -191,7 +191,12 @@ class HostModel:
 
     # ---- binding outputs to memory ---------------------------------------------------------
     def set_memory_plan(self, enabled: bool) -> None:
-        """Plan intermediates into one workspace (``enabled``) or keep kernel results."""
+        """Plan intermediates into one workspace (``enabled``) or keep kernel results (the
+        binding is deterministic: asking again for the current setting and steps keeps it)."""
+        bound_for = getattr(self, "_bound_for", None)
+        if bound_for is not None and bound_for[0] == bool(enabled) and bound_for[1] is self.steps:
+            return
+        self._bound_for = (bool(enabled), self.steps)
         self.memory_plan_enabled = enabled
         self.plan, self.plan_error, self._views = None, None, None
         self.bound = self._bind(planned=enabled)
