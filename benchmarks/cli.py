@@ -29,7 +29,7 @@ from npu_inductor.benchmarks.runner import Settings, machine_info, make_backends
 from npu_inductor.benchmarks.zoo import ZOO, ZooModel, expand_names
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-MODES = ("inference", "training", "dynamic")
+MODES = ("inference", "training", "dynamic", "serve")
 COMPARE = ("aot_eager", "inductor", "npu_freeze")
 QUICK = {"repeat": 5, "warmup": 1, "mode": "inference"}
 NOTES = {
@@ -69,11 +69,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads")
     p.add_argument("--requests", type=int, default=24, help="dynamic stream length")
     p.add_argument("--max-len", type=int, default=96, help="dynamic stream max sequence")
+    p.add_argument("--max-new", type=int, default=16, help="serve stream max new tokens")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, help="write CSV, JSON, Markdown and PNG charts here")
     p.add_argument("--profile-compile", action="store_true",
                    help="cProfile graph mode's cold compile of each model and mode")
     p.add_argument("--verbose", action="store_true", help="show compiler warnings and logs")
+    p.add_argument("--layer-ops", action="store_true",
+                   help="also report GE ops per decoder layer of each zoo decoder")
     return p.parse_args(argv)
 
 
@@ -108,7 +111,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def cases(models: list[ZooModel], modes: list[str]) -> list[tuple[ZooModel, str]]:
     """(model, mode) pairs to run; inference-only models skip training."""
-    return [(m, mode) for mode in modes if mode != "dynamic" for m in models
+    return [(m, mode) for mode in modes if mode not in ("dynamic", "serve") for m in models
             if mode != "training" or m.trainable]
 
 
@@ -152,6 +155,17 @@ def run_all(args: argparse.Namespace, settings: Settings, models: list[ZooModel]
             rows += run_dynamic(args.requests, args.max_len, settings, describe)
             advance()
     return rows
+
+
+def run_serve_mode(args: argparse.Namespace) -> bool:
+    """``--mode serve`` (benchmarks/serve.py): the zoo decoder, or ``--hf llama``."""
+    from npu_inductor.benchmarks.serve import format_table, run_serve
+
+    hf = "llama" in _split(args.hf)
+    rows = run_serve(hf, args.requests, args.max_len, args.max_new, args.seed,
+                     _log_line(time.perf_counter()))
+    print(format_table(rows), flush=True)
+    return not any(r.error for r in rows)
 
 
 def compile_summary(rows: list[Row]) -> list[str]:
@@ -217,8 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     with fresh_caches():
         rows = run_all(args, settings, models, modes)
-        report.print_table(rows, machine)
+        if rows or "serve" not in modes:
+            report.print_table(rows, machine)
+        serve_ok = run_serve_mode(args) if "serve" in modes else True
         summary = compile_summary(rows)
+        if args.layer_ops:
+            from npu_inductor.benchmarks.layer_ops import layer_ops_report
+
+            summary += layer_ops_report()
         print("\n".join(summary + [f"total wall time {time.perf_counter() - start:.1f} s"]))
         if args.profile_compile:
             from npu_inductor.benchmarks.profile_compile import profile_models
@@ -230,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
                 "compile_summary": summary, "messages": messages}
         for path in report.write_outputs(rows, meta, args.out):
             print(f"wrote {path}")
-    return 0 if all(r.accuracy == "pass" for r in rows) else 1
+    return 0 if serve_ok and all(r.accuracy == "pass" for r in rows) else 1
 
 
 if __name__ == "__main__":

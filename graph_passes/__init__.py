@@ -32,6 +32,7 @@ from npu_inductor.graph_passes.fuse_rms_norm import fuse_add_rms_norm, fuse_rms_
 from npu_inductor.graph_passes.fuse_rotary import fuse_rotary
 from npu_inductor.graph_passes.fuse_swiglu import fuse_swiglu
 from npu_inductor.graph_passes.input_writes import place_input_writes
+from npu_inductor.graph_passes.moe import moe
 from npu_inductor.graph_passes.noop import remove_noops
 from npu_inductor.graph_passes.report import fusion_report
 from npu_inductor.graph_passes.verify import GraphVerificationError, verify
@@ -51,6 +52,7 @@ PASSES: list[Pass] = [
     constant_fold,
     cse,
     dce,
+    moe,  # MoE grouped matmuls and expert-id sort in the device's forms (not a fusion)
     fuse_conv_bn,  # before noop/matmul rewrites: matches aten.convolution + batch norm
     fuse_rms_norm,
     fuse_add_rms_norm,  # consumes rms_norm nodes whose input is a residual add

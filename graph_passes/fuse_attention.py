@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import torch
 from torch.fx import GraphModule, Node
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
 from npu_inductor.config import NpuConfig, target_soc
@@ -106,6 +107,9 @@ def _strip_gqa(m: _Match, node: Node) -> Node:
     if not is_op(node, *_VIEWS):
         return node
     exp = node.args[0]
+    copy = None
+    if is_op(exp, aten.clone.default):  # transformers' repeat_kv reshapes a contiguous copy
+        copy, exp = exp, exp.args[0]
     if not is_op(exp, aten.expand.default) or not is_op(exp.args[0], aten.unsqueeze.default):
         return node
     uns = exp.args[0]
@@ -117,7 +121,7 @@ def _strip_gqa(m: _Match, node: Node) -> Node:
         return node
     if list(shape(node)) != [b, h * list(exp.args[1])[2], s, d]:
         return node
-    m.inner += [node, exp, uns]
+    m.inner += [node, exp, uns] + ([copy] if copy is not None else [])
     return kv
 
 
@@ -225,11 +229,16 @@ def match_attention(out: Node) -> dict | None:
 
 
 def _is_causal_mask(gm: GraphModule, mask: Node | None, sq: int, skv: int) -> bool:
+    """A constant additive mask that is the causal band in every batch/head slice: 0 on and
+    below the diagonal, -inf or the dtype's lowest value above (transformers' masks), which
+    give the same softmax since no row is fully masked."""
     t = const_value(gm, mask)
-    if t is None or tuple(t.shape) != (sq, skv) or not t.is_floating_point():
+    if t is None or tuple(t.shape[-2:]) != (sq, skv) or not t.is_floating_point():
         return False
-    upper = torch.ones(sq, skv, dtype=torch.bool).triu(1)
-    return bool((t[upper] == float("-inf")).all() and (t[~upper] == 0).all())
+    if t.dim() > 4 or t.dim() == 3:
+        return False
+    upper = torch.ones(sq, skv, dtype=torch.bool).triu(1).expand(t.shape)
+    return bool((t[upper] <= torch.finfo(t.dtype).min).all() and (t[~upper] == 0).all())
 
 
 # precision_mode -> the dtype fp32 attention may be computed in (absent: keep fp32)
@@ -240,8 +249,10 @@ _LOWER_FP32 = {"allow_fp32_to_fp16": torch.float16, "allow_mix_precision": torch
 
 
 def _ge_op(sq: int, mask: Node | None, causal: bool) -> str:
-    """The GE op ``npu::flash_attention`` lowers to (lowering/fused.py)."""
-    return "IncreFlashAttention" if sq == 1 and mask is None and not causal else \
+    """The GE op ``npu::flash_attention`` lowers to (lowering/fused.py). A symbolic ``sq`` is
+    not compared with 1: that would guard the graph against a later query of length 1."""
+    one = statically_known_true(sq == 1)
+    return "IncreFlashAttention" if one and mask is None and not causal else \
         "PromptFlashAttention"
 
 
@@ -274,6 +285,10 @@ def match_sdpa(out: Node) -> dict | None:
         return None
     scale = sdpa.kwargs.get("scale")
     scale = 1.0 / math.sqrt(shape(q)[-1]) if scale is None else scale
+    gqa = _Match()  # repeat_kv's expanded key/value heads: the fused op takes them as they are
+    k, v = _strip_gqa(gqa, k), _strip_gqa(gqa, v)
+    if not only_used_by(gqa.inner, set(gqa.inner) | {sdpa}):
+        k, v = sdpa.args[1:3]
     return {"q": _operand(q), "k": _operand(k), "v": _operand(v), "causal": causal,
             "mask": sdpa.kwargs.get("attn_mask"), "scale": scale, "out": out}
 

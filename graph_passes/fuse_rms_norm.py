@@ -109,6 +109,8 @@ def match_rms_norm(rsqrt: Node, training: bool = False) -> dict | None:
     if found is None:
         return None
     out, gamma = found
+    if cast is None and dtype(x) != dtype(xf) == dtype(gamma) == dtype(out):
+        x = xf  # the weight applied in fp32 too (Gemma's ``* (1 + w.float())``): all in fp32
     if shape(gamma) != shape(x)[-1:] or dtype(gamma) != dtype(x):
         return None
     if dtype(out) != dtype(x) or shape(out) != shape(x):
@@ -141,9 +143,14 @@ def fuse_rms_norm(gm: GraphModule, config: NpuConfig) -> GraphModule:
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
     for rsqrt in list(gm.graph.find_nodes(op="call_function", target=aten.rsqrt.default)):
         m = match_rms_norm(rsqrt, training)
-        if m is None or order[m["gamma"]] > order[rsqrt]:  # gamma must exist by then
+        if m is None:
             continue
-        with gm.graph.inserting_after(rsqrt):  # before every reader of rsqrt
+        at = rsqrt  # before every reader of rsqrt (the backward's, in training)
+        if order[m["gamma"]] > order[rsqrt]:  # gamma computed after the norm (Gemma's 1 + w)
+            if training:
+                continue
+            at = m["gamma"]  # inference: only the pattern itself reads rsqrt
+        with gm.graph.inserting_after(at):
             fused = call(gm, npu.rms_norm.default, (m["x"], m["gamma"], m["eps"]), like=m["out"])
         with gm.graph.inserting_before(fused.next):  # keeps creation order
             y, rstd = (call(gm, operator.getitem, (fused, i), like=m["out"]) for i in (0, 1))

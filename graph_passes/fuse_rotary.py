@@ -46,17 +46,8 @@ def _mul_operands(node: Node) -> tuple[Node, Node] | None:
     return None
 
 
-def _halves(cat: Node) -> tuple[Node, Node, Node] | None:
-    """cat([neg(b), a], -1) with a, b the two halves of one x -> (x, a, b)."""
-    if not is_op(cat, aten.cat.default) or len(cat.args[0]) != 2:
-        return None
-    rank = len(shape(cat))
-    if (cat.args[1] if len(cat.args) > 1 else 0) % rank != rank - 1:
-        return None
-    neg, a = cat.args[0]
-    if not is_op(neg, aten.neg.default):
-        return None
-    b = neg.args[0]
+def _split_halves(a: Node, b: Node) -> tuple[Node, list[Node]] | None:
+    """a, b = split(x, [d/2, d/2], -1)  ->  (x, [split, a, b])."""
     if not (a.target is operator.getitem and b.target is operator.getitem):
         return None
     split = a.args[0]
@@ -65,13 +56,52 @@ def _halves(cat: Node) -> tuple[Node, Node, Node] | None:
     if not is_op(split, aten.split_with_sizes.default, aten.split.Tensor):
         return None
     x = split.args[0]
+    rank = len(shape(x))
     dim = split.args[2] if len(split.args) > 2 else 0
     half = shape(x)[-1] // 2
     sizes = split.args[1]
     ok_sizes = list(sizes) == [half, half] if isinstance(sizes, (list, tuple)) else sizes == half
     if dim % rank != rank - 1 or not ok_sizes or len(split.users) != 2:
         return None
-    return x, split, neg
+    return x, [split, a, b]
+
+
+def _slice_halves(a: Node, b: Node) -> tuple[Node, list[Node]] | None:
+    """a = x[..., :d/2], b = x[..., d/2:]  (transformers' ``rotate_half``)  ->  (x, [a, b])."""
+    if not (is_op(a, aten.slice.Tensor) and is_op(b, aten.slice.Tensor)):
+        return None
+    x = a.args[0]
+    if b.args[0] is not x:
+        return None
+    rank, d = len(shape(x)), shape(x)[-1]
+    if not isinstance(d, int) or d % 2:
+        return None
+    bounds = [_slice_bounds(s, rank, d) for s in (a, b)]
+    if bounds != [(rank - 1, 0, d // 2, 1), (rank - 1, d // 2, d, 1)]:
+        return None
+    return x, [a, b]
+
+
+def _slice_bounds(s: Node, rank: int, d: int) -> tuple:
+    """slice(x, dim, start, end, step) -> (dim, start, end clamped to d, step)."""
+    args = list(s.args) + [None] * (5 - len(s.args))
+    dim, start, end, step = args[1:5]
+    end = d if end is None else end
+    return (dim % rank, start or 0, min(end, d) if isinstance(end, int) else end, step or 1)
+
+
+def _halves(cat: Node) -> tuple[Node, list[Node]] | None:
+    """cat([neg(b), a], -1) with a, b the two halves of one x  ->  (x, inner nodes)."""
+    if not is_op(cat, aten.cat.default) or len(cat.args[0]) != 2:
+        return None
+    rank = len(shape(cat))
+    if (cat.args[1] if len(cat.args) > 1 else 0) % rank != rank - 1:
+        return None
+    neg, a = cat.args[0]
+    if not is_op(neg, aten.neg.default):
+        return None
+    found = _split_halves(a, neg.args[0]) or _slice_halves(a, neg.args[0])
+    return None if found is None else (found[0], [neg, *found[1]])
 
 
 def match_rotary(add: Node) -> dict | None:
@@ -86,11 +116,11 @@ def match_rotary(add: Node) -> dict | None:
             found = _halves(cat)
             if found is None:
                 continue
-            x, split, neg = found
+            x, halves = found
             if x not in m1:
                 continue
             cos = m1[1] if m1[0] is x else m1[0]
-            inner = [first, second, cat, neg, split, *split.users]
+            inner = [first, second, cat, *halves]
             if shape(add) != shape(x) or not only_used_by(inner, set(inner) | {add}):
                 continue
             return {"x": x, "cos": cos, "sin": sin, "out": add}

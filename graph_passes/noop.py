@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 from torch.fx import GraphModule, Node
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from npu_inductor.config import NpuConfig
 from npu_inductor.graph_passes.common import aten, bump, is_op, permutation, set_val, val
@@ -29,7 +30,14 @@ _COPY_KWARGS = {"dtype", "memory_format", "layout", "device", "pin_memory", "non
 def _same(node: Node, src: Any) -> bool:
     a, b = val(node), val(src)
     return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
-            and a.shape == b.shape and a.dtype == b.dtype and a.device == b.device)
+            and _same_sizes(a.shape, b.shape) and a.dtype == b.dtype and a.device == b.device)
+
+
+def _same_sizes(a: Any, b: Any) -> bool:
+    """Sizes provably equal for every value of their symbols. ``a == b`` on symbolic sizes
+    would install a guard (``s0*s1 != s0`` for a flatten), and the first call that breaks
+    it (a size 1) would recompile the graph."""
+    return len(a) == len(b) and all(statically_known_true(x == y) for x, y in zip(a, b))
 
 
 def _noop_source(node: Node) -> Node | None:

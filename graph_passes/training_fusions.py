@@ -58,6 +58,10 @@ def fuse_for_training(gm: GraphModule, example_inputs: list[Any],
                for t in example_inputs):
         log.info("training fusions: symbolic shapes or non-tensor inputs; not fused early")
         return gm
+    if not may_fuse(gm):  # the trace costs about as much as AOTAutograd's own: skip it
+        log.info("training fusions: no rsqrt/rms_norm, silu/sigmoid or cat+neg in the graph; "
+                 "not traced early")
+        return gm
     why = _mutation(gm)
     if why is not None:  # the trace would run it on the graph's real buffers
         log.info("training fusions: the graph mutates state (%s); not fused early", why)
@@ -77,6 +81,38 @@ def fuse_for_training(gm: GraphModule, example_inputs: list[Any],
         return gm
     _views_as_reshapes(traced)
     return finish(traced)
+
+
+# Names (substrings) of the Dynamo-graph calls each fusion needs in its aten trace: RMSNorm
+# an aten.rsqrt (torch.rsqrt, Tensor.rsqrt, F.rms_norm), SwiGLU an aten.silu or sigmoid,
+# rotary an aten.cat (torch.cat; torch.stack decomposes to it) and an aten.neg.
+_RMS_NORM = ("rsqrt", "rms_norm")
+_SWIGLU = ("silu", "sigmoid", "swish")
+_ROTARY_CAT, _ROTARY_NEG = ("cat", "stack"), ("neg",)
+
+
+def may_fuse(gm: GraphModule) -> bool:
+    """False only when no training fusion can fire on ``gm``'s aten trace: none of the calls
+    each pattern needs appears in the Dynamo graph (or any graph it holds: higher-order ops'
+    bodies). A call whose name is unknown (a module call) counts as a possible match."""
+    names = []
+    for module in gm.modules():
+        if not isinstance(module, GraphModule):
+            continue
+        for node in module.graph.nodes:
+            if node.op == "call_module":
+                return True
+            if node.op == "call_method":
+                names.append(str(node.target).lower())
+            elif node.op == "call_function":
+                target = node.target
+                names.append(str(getattr(target, "__name__", target)).lower())
+    text = " ".join(names)
+
+    def has(words: tuple[str, ...]) -> bool:
+        return any(w in text for w in words)
+
+    return has(_RMS_NORM) or has(_SWIGLU) or (has(_ROTARY_CAT) and has(_ROTARY_NEG))
 
 
 def _views_as_reshapes(gm: GraphModule) -> None:

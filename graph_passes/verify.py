@@ -14,6 +14,8 @@ from torch.fx import GraphModule, Node
 
 from npu_inductor.graph_passes.common import fake_mode_of
 
+_CHECKED = "_npu_verified"  # node.meta key: the signature of the last successful recheck
+
 
 class GraphVerificationError(AssertionError):
     """A pass left the FX graph inconsistent."""
@@ -40,18 +42,45 @@ def _static(v: object) -> bool:
     return not isinstance(v, torch.SymInt)
 
 
+def _signature(node: Node) -> tuple | None:
+    """What a recheck of ``node`` depends on: its target, its arguments (nodes by the identity
+    of their recorded val) and its own val. None when an argument is a tensor constant."""
+    leaves: list = []
+
+    def leaf(a: object) -> object:
+        if isinstance(a, torch.Tensor):
+            leaves.append(a)
+        return a
+
+    args = torch.fx.node.map_aggregate(
+        torch.fx.node.map_arg((node.args, node.kwargs), lambda n: ("node", id(n.meta["val"]))),
+        leaf)
+    return None if leaves else (node.target, args, id(node.meta["val"]))
+
+
+def _kept(node: Node) -> list:
+    """The vals a signature names by id, kept alive with it so that no id is reused."""
+    return [node.meta["val"], *(n.meta["val"] for n in node.all_input_nodes)]
+
+
 def _recheck_vals(gm: GraphModule, where: str) -> None:
-    """Re-run each call on its inputs' fake values and compare with its recorded val."""
+    """Re-run each call on its inputs' fake values and compare with its recorded val. A node
+    whose signature is unchanged since its last successful recheck is skipped (the passes
+    leave most nodes alone, and the verifier runs after each of them)."""
     if not all(_static(n.meta.get("val")) for n in gm.graph.nodes):
         return  # symbolic graphs: re-propagation needs the shape env; lint + presence only
     mode = fake_mode_of(gm)
     for node in gm.graph.nodes:
         if node.op != "call_function" or node.target is operator.getitem:
             continue
+        sig = _signature(node)
+        if sig is not None and node.meta.get(_CHECKED, (None,))[0] == sig:
+            continue
         args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta["val"])
         with mode:
             fresh = node.target(*args, **kwargs)
         _compare(node, fresh, node.meta["val"], where)
+        node.meta[_CHECKED] = (sig, _kept(node))
 
 
 def _compare(node: Node, fresh: object, recorded: object, where: str) -> None:

@@ -1,7 +1,7 @@
 """Scaled dot-product attention (the CPU flash kernel torch emits for
 ``F.scaled_dot_product_attention``) lowered to plain GE ops.
 
-    scores = scale * Q @ K^T (+ causal / user mask);  P = SoftmaxV2(scores);  O = P @ V
+    scores = (scale * Q) @ K^T (+ causal / user mask);  P = SoftmaxV2(scores);  O = P @ V
     logsumexp = ReduceLogSumExp(scores)
 
 Grouped-query attention (``Hq = g * Hk``) needs no key/value repeat: query head ``h`` uses
@@ -24,6 +24,7 @@ import torch
 from npu_inductor.ge.ir import DYNAMIC_DIM, Value
 from npu_inductor.lowering.context import LoweringContext, static_shape
 from npu_inductor.lowering.helpers import cast, int_list
+from npu_inductor.lowering.linalg import used
 from npu_inductor.lowering.registry import register
 from npu_inductor.lowering.symbolic import (
     DynamicShapeError,
@@ -106,9 +107,11 @@ def _mask(ctx: LoweringContext, d: _Dims, dtype: torch.dtype, is_causal: bool,
 
 def _scores(ctx: LoweringContext, qg: Value, key: Value, d: _Dims, scale: float,
             masks: list[Value]) -> Value:
-    """Scaled, masked scores shaped (B, Hk, g, L, S)."""
+    """Scaled, masked scores shaped (B, Hk, g, L, S). The scale multiplies Q (L x D
+    elements) rather than the scores (L x S)."""
+    qg = ctx.op("Mul", [qg, ctx.const(scale, qg.dtype)], out=(qg.dtype, qg.shape),
+                suffix="scale")
     s = _bmm(ctx, qg, key, (d.b, d.hk, d.g * d.lq, d.s), "qk", adj_x2=True)
-    s = ctx.op("Mul", [s, ctx.const(scale, s.dtype)], out=(s.dtype, s.shape), suffix="scale")
     s = _reshape(ctx, s, (d.b, d.hk, d.g, d.lq, d.s), "scores5d")
     for m in masks:
         s = ctx.op("Add", [s, m], out=(s.dtype, s.shape), suffix="masked")
@@ -144,13 +147,16 @@ def sdpa_flash_cpu(ctx, query, key, value, dropout_p=0.0, is_causal=False, attn_
                      _mask(ctx, d, query.dtype, is_causal, attn_mask))
     out = _bmm(ctx, _probs(ctx, scores, d), value, (d.b, d.hk, d.g * d.lq, value.shape[-1]),
                "pv")
+    out_sizes, lse_sizes = (tuple(v.shape) for v in ctx.meta)  # ints and SymInts
+    out = _reshape(ctx, out, out_sizes, "out")
+    if not used(ctx.node, 1):  # inference: a logsumexp nobody reads costs a pass over scores
+        return out, None
     lse_dtype = ctx.out_specs()[1][0]
     last = int_list(ctx, [scores.rank - 1], "axes")  # non-negative: -1 reads as a dynamic dim
     lse = ctx.op("ReduceLogSumExp", [cast(ctx, scores, lse_dtype), last],
                  {"keep_dims": False}, out=(lse_dtype, static_shape((d.b, d.hk, d.g, d.lq))),
                  suffix="lse")
-    out_sizes, lse_sizes = (tuple(v.shape) for v in ctx.meta)  # ints and SymInts
-    return _reshape(ctx, out, out_sizes, "out"), _reshape(ctx, lse, lse_sizes, "lse_shape")
+    return out, _reshape(ctx, lse, lse_sizes, "lse_shape")
 
 
 @register(aten._scaled_dot_product_flash_attention_for_cpu_backward.default,

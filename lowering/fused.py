@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from npu_inductor import ops  # noqa: F401  (registers torch.ops.npu.*)
+from npu_inductor import ops, ops_moe  # noqa: F401  (registers torch.ops.npu.*)
 from npu_inductor.ge.ir import DYNAMIC_DIM, Value
 from npu_inductor.ge.op_specs import get_spec
 from npu_inductor.lowering.context import static_shape
@@ -178,3 +178,13 @@ def rotary_mul_grad(ctx, dy, cos, sin):
 def swiglu_grad(ctx, dy, x, dim):
     """swiglu_grad(Tensor dy, Tensor x, int dim) -> Tensor"""
     return ctx.op("SwiGluGrad", [dy, x], {"dim": int(dim)})
+
+
+# ---- mixture of experts (npu_inductor/ops_moe.py, graph_passes/moe.py) ---------------------
+@register(torch.ops.npu.grouped_matmul.default)
+def grouped_matmul(ctx, x, weight, group_list, group_type, transpose_x, transpose_weight):
+    """grouped_matmul(Tensor x, Tensor weight, Tensor group_list, int group_type, bool transpose_x, bool transpose_weight) -> Tensor"""  # noqa: E501
+    attrs = {"split_item": 3, "group_type": int(group_type), "group_list_type": 0,
+             "transpose_x": bool(transpose_x), "transpose_weight": bool(transpose_weight)}
+    return ctx.op("GroupedMatmul", [[x], [weight], [], [], [], [], [], group_list], attrs,
+                  out=ctx.out_specs())

@@ -17,7 +17,7 @@ import torch
 
 from npu_inductor.ge.ir import Value
 from npu_inductor.ge.op_specs import OpSpecError, get_spec
-from npu_inductor.ge.soc import DeviceDtypeError
+from npu_inductor.ge.soc import DeviceDtypeError, has_kernel
 from npu_inductor.lowering.helpers import cast, int_list, norm_axis
 from npu_inductor.lowering.registry import register
 from npu_inductor.lowering.symbolic import DynamicShapeError, is_symbolic, shape_value
@@ -494,11 +494,40 @@ def _pad(ctx, x: Value, pad: Sequence[int], mode: str, value: Any = None) -> Val
                           [x.shape[d] - max(-pairs[d][1], 0) for d in axes], [1] * len(axes),
                           suffix="crop")
         pairs = [(max(b, 0), max(a, 0)) for b, a in pairs]
+    if mode == "constant" and _pad_v3_refuses(ctx, x.dtype):
+        return _concat_pad(ctx, x, pairs, value)
     flat = [p for pair in pairs for p in pair]  # paddings_contiguous: before0, after0, ...
     paddings = int_list(ctx, flat, "paddings")
     inputs = [x, paddings] + ([ctx.const(value, x.dtype, "value")] if mode == "constant" else [])
     return move(ctx, "PadV3", inputs, {"mode": mode},
                 data=(0, 2) if mode == "constant" else (0,))
+
+
+def _pad_v3_refuses(ctx, dtype: torch.dtype) -> bool:
+    """The target SoC has no PadV3 kernel at ``dtype`` (910B: int64, e.g. the shifted labels
+    of transformers' causal-LM loss)."""
+    soc = ctx.builder.soc
+    return soc is not None and not has_kernel(soc, "PadV3", x=dtype)
+
+
+def _concat_pad(ctx, x: Value, pairs: list[tuple[int, int]], value: Any) -> Value:
+    """Constant padding as ConcatV2 of constant blocks around ``x``, one padded dim at a time
+    (exact for every dtype ConcatV2 moves)."""
+    static_dims(ctx, x)
+    for d, (before, after) in enumerate(pairs):
+        if not (before or after):
+            continue
+        parts = []
+        for n, where in ((before, "before"), (x, None), (after, "after")):
+            if where is None:
+                parts.append(x)
+            elif n:
+                block = torch.full(x.shape[:d] + (n,) + x.shape[d + 1:], value, dtype=x.dtype)
+                parts.append(ctx.const(block, x.dtype, f"pad_{where}{d}"))
+        shape = x.shape[:d] + (x.shape[d] + before + after,) + x.shape[d + 1:]
+        x = move(ctx, "ConcatV2", [parts, dim_const(ctx, d)], {"N": len(parts)},
+                 out=(x.dtype, shape), suffix=f"pad{d}")
+    return x
 
 
 @register(aten.constant_pad_nd.default)

@@ -155,7 +155,12 @@ def lgamma(m: Math, x: Value) -> Value:
     # ln|Gamma(x)| = ln(pi / |sin(pi x)|) - ln Gamma(1 - x): +inf at the poles (sin = 0)
     _, s = m.sin_pi_reduced(x)
     refl = m.sub(m.sub(math.log(math.pi), m.op("Log", m.op("Abs", s))), pos)
+    refl = m.where(m.test("Equal", s, 0.0), math.inf, refl)  # a pole (not inf - inf)
     y = m.where(neg, refl, pos)
+    # |x| < 2^-40: -ln|x| (the next term, -0.577 x, is below half an ulp); no sin(pi x) or
+    # product of subnormals, which would lose the digits of x in float32
+    ax = m.op("Abs", x)
+    y = m.where(m.test("Less", ax, 2.0 ** -40), m.op("Neg", m.op("Log", ax)), y)
     return m.where(m.test("IsInf", x), math.inf, y)  # torch: lgamma(+-inf) = +inf
 
 
@@ -214,15 +219,27 @@ def _float_dtype(dtype: torch.dtype) -> torch.dtype:
 _GAMMA_OPS = ("Add", "Sub", "Mul", "RealDiv", "Log", "Sin", "Tan", "Round", "Abs", "SelectV2")
 
 
-def _unary64(fn: Callable[[Math, Value], Value]) -> Callable:
-    def convert(ctx, *args, **kwargs):  # one tensor argument (``self`` or ``x``)
+def internal_dtype(ctx: LoweringContext) -> torch.dtype:
+    """The dtype a composition computes in on the target: float32 for float32/16/bf16
+    inputs (the 910B has no float64 Exp, Sin, Sqrt, Abs, Floor, Maximum...: see [Note: the
+    dtype gate]), float64 for float64 inputs, which the gate then refuses at the first op
+    without a float64 kernel (never narrowed). Off the SoC (``soc`` None) float64 as before."""
+    if ctx.builder.soc is None or ctx.out_dtype == F64:
+        return F64
+    return torch.float32
+
+
+def _unary64(fn: Callable[[Math, Value], Value], f64: bool = True) -> Callable:
+    """A one-tensor converter (``self`` or ``x``) computing ``fn`` in float64, or with
+    ``f64=False`` in ``internal_dtype``."""
+    def convert(ctx, *args, **kwargs):
         (x,) = (*args, *kwargs.values())
-        m = Math(ctx)
+        m = Math(ctx, F64 if f64 else internal_dtype(ctx))
         return _out(ctx, fn(m, m.value(x)))
     return convert
 
 
-register(aten.lgamma.default, capability=supports(*_GAMMA_OPS))(_unary64(lgamma))
+register(aten.lgamma.default, capability=supports(*_GAMMA_OPS))(_unary64(lgamma, False))
 register(aten.digamma.default, capability=supports(*_GAMMA_OPS))(_unary64(digamma))
 
 
@@ -251,6 +268,8 @@ def polygamma(ctx, n, self):
 
 # ---- error function ----------------------------------------------------------------------
 _ERFCX_ASYMPTOTIC = 25.0  # erfc(25) ~ 1e-273 is still a normal double
+# in float32 exp(x^2) overflows from x ~ 9.4; the series has converged to float32 from x = 5
+_ERFCX_ASYMPTOTIC_F32 = 5.0
 # erfcx(x) ~ 1/(x sqrt(pi)) sum_k (-1)^k (2k-1)!! / (2x^2)^k
 _ERFCX_TAIL = [(-1) ** k * math.prod(range(1, 2 * k, 2)) / 2.0 ** k for k in range(10)]
 
@@ -258,11 +277,12 @@ _ERFCX_TAIL = [(-1) ** k * math.prod(range(1, 2 * k, 2)) / 2.0 ** k for k in ran
 def erfcx(m: Math, x: Value) -> Value:
     direct = m.mul(m.op("Exp", m.mul(x, x)), m.op("Erfc", x))
     series = m.div(_series(m, x, _ERFCX_TAIL), m.mul(x, math.sqrt(math.pi)))
-    return m.where(m.test("Less", x, _ERFCX_ASYMPTOTIC), direct, series)
+    split = _ERFCX_ASYMPTOTIC if m.dtype == F64 else _ERFCX_ASYMPTOTIC_F32
+    return m.where(m.test("Less", x, split), direct, series)
 
 
 register(aten.special_erfcx.default,
-         capability=supports("Exp", "Erfc", "Mul", "RealDiv", "SelectV2"))(_unary64(erfcx))
+         capability=supports("Exp", "Erfc", "Mul", "RealDiv", "SelectV2"))(_unary64(erfcx, False))
 
 
 # ---- Bessel ------------------------------------------------------------------------------
@@ -277,9 +297,9 @@ def _scaled_bessel(ge_type: str) -> Callable[[Math, Value], Value]:
 
 
 register(aten.special_modified_bessel_i0.default,
-         capability=supports("BesselI0e", "Exp"))(_unary64(_scaled_bessel("BesselI0e")))
+         capability=supports("BesselI0e", "Exp"))(_unary64(_scaled_bessel("BesselI0e"), False))
 register(aten.special_modified_bessel_i1.default,
-         capability=supports("BesselI1e", "Exp"))(_unary64(_scaled_bessel("BesselI1e")))
+         capability=supports("BesselI1e", "Exp"))(_unary64(_scaled_bessel("BesselI1e"), False))
 
 
 def spherical_j0(m: Math, x: Value) -> Value:
@@ -290,7 +310,7 @@ def spherical_j0(m: Math, x: Value) -> Value:
 
 
 register(aten.special_spherical_bessel_j0.default,
-         capability=supports("Sin", "RealDiv", "SelectV2"))(_unary64(spherical_j0))
+         capability=supports("Sin", "RealDiv", "SelectV2"))(_unary64(spherical_j0, False))
 
 
 # ---- Chebyshev polynomials ---------------------------------------------------------------
@@ -418,7 +438,7 @@ def _register_chebyshev(kind: str, shifted: bool) -> None:
     @register(packet.default, packet.x_scalar, packet.n_scalar,
               capability=supports(*_CHEBYSHEV_OPS))
     def convert(ctx, x, n):
-        m = Math(ctx)
+        m = Math(ctx, internal_dtype(ctx))
         y = chebyshev(m, m.value(x), m.value(n), kind, shifted, _float_dtype(ctx.out_dtype))
         return _out(ctx, y)
 
@@ -449,8 +469,11 @@ def frexp(ctx, self):
     m = Math(ctx)
     x = m.value(self)
     bias = 1022
-    if self.dtype == F64:  # float64 subnormals: scale into the normal range first
-        tiny = m.test("Less", m.op("Abs", x), 2.0 ** -1022)
+    if self.dtype == F64:  # float64 subnormals (and 0): scale into the normal range first
+        raw = ctx.op("Bitcast", [x], {"type": torch.int64}, out=(torch.int64, x.shape),
+                     suffix="raw")
+        im0 = Math(ctx, torch.int64)
+        tiny = im0.test("Equal", im0.op("BitwiseAnd", raw, _EXP_MASK), 0)
         x_n = m.where(tiny, m.mul(x, 2.0 ** 54), x)
         bias = m.where(tiny, 1022.0 + 54, 1022.0)
     else:
@@ -616,7 +639,7 @@ for _target, _fn in (
         (aten.special_modified_bessel_k1.default, _bessel_k(1, False)),
         (aten.special_scaled_modified_bessel_k0.default, _bessel_k(0, True)),
         (aten.special_scaled_modified_bessel_k1.default, _bessel_k(1, True))):
-    register(_target, capability=supports(*_BESSEL_OPS))(_unary64(_fn))
+    register(_target, capability=supports(*_BESSEL_OPS))(_unary64(_fn, False))
 
 
 # ---- Airy Ai -----------------------------------------------------------------------------
@@ -687,6 +710,13 @@ def _filled(m: Math, x: Value, value: float) -> Value:
     return m.where(m.test("IsNan", x), value, value)
 
 
+def _trunc(m: Math, n: Value) -> Value:
+    """trunc(n) as Ceil and Neg (float64 kernels on the 910B's AI CPU; Floor has none)."""
+    up = m.op("Ceil", n)
+    down = m.op("Neg", m.op("Ceil", m.op("Neg", n)))
+    return m.where(m.test("Less", n, 0.0), up, down)
+
+
 def hermite(m: Math, x: Value, n: Any, physicists: bool) -> Value:
     fm = Math(m.ctx, torch.float32)
     xf = fm.value(x)
@@ -704,8 +734,8 @@ def hermite(m: Math, x: Value, n: Any, physicists: bool) -> Value:
             p, q = q, _hermite_step(m, fm, a, q, p, coeff(j))
         return m.value(q)
     # torch: NaN / +-inf degrees count as -1 (H) or INT64_MIN (He): 0 either way
-    ni = m.where(m.test("Less", n, 0.0), m.op("Ceil", n), m.op("Floor", n))
-    valid = m.both(m.test("GreaterEqual", ni, 0.0), m.test("Less", m.op("Abs", n), 2.0 ** 63))
+    ni = _trunc(m, n)
+    valid = m.both(m.test("GreaterEqual", ni, 0.0), m.test("Less", n, 2.0 ** 63))
     y = m.where(m.test("Equal", ni, 1.0), m.value(q), 1.0)
     for j in range(2, _HERMITE_LIMIT + 1):
         p, q = q, _hermite_step(m, fm, a, q, p, coeff(j))

@@ -1,14 +1,15 @@
 """npu_inductor: a torch.compile backend for Ascend NPUs in graph mode (``backend="npu"``).
 
 ``explain`` is imported on first use, so ``import npu_inductor`` stays cheap. (It lives in
-``explainer.py``: a submodule named ``explain`` would shadow the function once imported.)
+``explainer.py``: a submodule named ``explain`` would shadow the function once imported;
+``export`` likewise lives in ``exporter.py``.)
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["device_report",
+__all__ = ["device_report", "export",
            "empty_cache", "explain", "memory_stats", "memory_summary", "reset_peak_memory_stats",
            "set_buckets", "set_memory_limit"]
 # device-memory API, defined in runtime/device.py
@@ -25,6 +26,10 @@ def __getattr__(name: str) -> Any:
         from npu_inductor.device_rules_report import device_report
 
         return device_report
+    if name == "export":  # offline export (exporter.py: a submodule would shadow it)
+        from npu_inductor.exporter import export
+
+        return export
     if name == "explain":
         from npu_inductor.explainer import explain
 

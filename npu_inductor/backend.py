@@ -16,7 +16,14 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 
 from npu_inductor import aot_cache
-from npu_inductor.buckets import BucketedDim, BucketedGraph, find_bucketed_dims, new_report
+from npu_inductor.buckets import (
+    BucketedDim,
+    BucketedGraph,
+    EagerFirstCall,
+    find_bucketed_dims,
+    new_report,
+    static_bucketed_dims,
+)
 from npu_inductor.compile_fx import compile_fx_graph
 from npu_inductor.config import DEFAULT_SOC_VERSION, NpuConfig, resolve
 from npu_inductor.graph_passes import real_inputs, saved_views
@@ -38,18 +45,32 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
         warn_if_name_clash()
         check_devices(gm, example_inputs)
         dims = find_bucketed_dims(gm, example_inputs, config)
-        if not dims:  # training: RMSNorm/rotary/SwiGLU fused with their GE backward ops
-            gm = fuse_for_training(gm, example_inputs, config)
-        cached = aot_cache.usable(config, bool(dims))
-        # freeze_parameters reads the real weights
-        with real_inputs(example_inputs), aot_cache.scope(config, cached):
-            return make_aot_backend(config, dims, cached)(gm, example_inputs)
+        static = [] if dims else static_bucketed_dims(gm, example_inputs, config)
+        if static and not _training(example_inputs):
+            return EagerFirstCall(gm, functools.partial(
+                _compile, gm, example_inputs, config, dims), static)
+        return _compile(gm, example_inputs, config, dims)
     except user_errors() as e:
         if torch._dynamo.config.verbose:  # TORCHDYNAMO_VERBOSE=1: every frame
             raise
         # The message names the option / op / source line; AOTAutograd's and our frames
         # under this one would only bury it (Dynamo already drops the frames above).
         raise e.with_traceback(None)  # noqa: B904 (the same exception, shorter traceback)
+
+
+def _compile(gm: torch.fx.GraphModule, example_inputs: list[Any], config: NpuConfig,
+             dims: list[BucketedDim]) -> Any:
+    if not dims:  # training: RMSNorm/rotary/SwiGLU fused with their GE backward ops
+        gm = fuse_for_training(gm, example_inputs, config)
+    cached = aot_cache.usable(config, bool(dims))
+    # freeze_parameters reads the real weights
+    with real_inputs(example_inputs), aot_cache.scope(config, cached):
+        return make_aot_backend(config, dims, cached)(gm, example_inputs)
+
+
+def _training(example_inputs: list[Any]) -> bool:
+    return torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
 
 
 def check_devices(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> None:

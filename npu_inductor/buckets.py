@@ -25,12 +25,14 @@ import itertools
 import logging
 import math
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import sympy
 import torch
+import torch.fx.experimental._config as fx_config
 
 from npu_inductor.config import NpuConfig
 from npu_inductor.gears import MAX_GEARS as MAX_ATC_GEARS
@@ -58,14 +60,73 @@ def validate_sizes(sizes: Sequence[int]) -> tuple[int, ...]:
 
 def set_buckets(tensor: torch.Tensor, buckets: dict[int, Sequence[int] | str]) -> torch.Tensor:
     """Bucket ``tensor``'s dims: ``set_buckets(ids, {1: [16, 32, 64]})`` (or ``{1: "auto"}``).
-    Marks the dims dynamic for Dynamo; returns the tensor."""
+    Marks the dims dynamic for Dynamo (no ``dynamic=True`` needed) and keeps sizes 0 and 1
+    symbolic (see ``_oblivious_while_tagged``); returns the tensor."""
     spec: dict[int, tuple[int, ...] | str] = {}
     for dim, sizes in buckets.items():
         dim = dim % tensor.dim()
         spec[dim] = AUTO if sizes == AUTO else validate_sizes(sizes)
         torch._dynamo.mark_dynamic(tensor, dim)
     setattr(tensor, BUCKETS_ATTR, spec)
+    _install_compile_callbacks()
     return tensor
+
+
+# ---- sizes 0 and 1 stay symbolic --------------------------------------------------------
+# Dynamo specializes a dynamic dim whose first size is 0 or 1 into a static graph (its
+# "0/1 specialization"), so a first prompt of length 1 would compile a graph of its own.
+# torchair's gears have the same limit. A Dynamo compile of a frame that receives a tensor
+# tagged by set_buckets runs with torch.fx.experimental._config.backed_size_oblivious on
+# (set at the compile's start, restored at its end, via Dynamo's compile callbacks): its
+# dynamic dims get the range [0, inf) without a 0/1 guard. The user sets no flag; compiles
+# of other frames (e.g. generate()'s decode step, whose fresh input is untagged and should
+# specialize to one static graph) are untouched. Code that branches on the size being 1
+# still gets its own graph for size 1 (transformers' sdpa_attention tests q_length > 1);
+# mark_unbacked would avoid the 0/1 guard too, but graph-breaks on every shape branch.
+_SAVED_OBLIVIOUS: list[bool] = []
+_CONTAINERS = (list, tuple, dict)
+
+
+def _has_tagged(value: Any, depth: int = 2) -> bool:
+    if isinstance(value, torch.Tensor):
+        return hasattr(value, BUCKETS_ATTR)
+    if depth and isinstance(value, _CONTAINERS):
+        items = value.values() if isinstance(value, dict) else value
+        return any(_has_tagged(v, depth - 1) for v in items)
+    return False
+
+
+def _frame_has_tagged_input() -> bool:
+    """Does the frame Dynamo is compiling receive a set_buckets tensor? (Its locals are the
+    ``locals`` argument of ``torch._dynamo.convert_frame._compile``, up the stack.)"""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "_compile" and "convert_frame" in frame.f_code.co_filename:
+            f_locals = frame.f_locals.get("locals")
+            return isinstance(f_locals, dict) and _has_tagged(list(f_locals.values()))
+        frame = frame.f_back
+    return False
+
+
+def _oblivious_while_tagged(args: Any) -> None:
+    from torch._dynamo.callback import CallbackTrigger
+
+    _SAVED_OBLIVIOUS.append(fx_config.backed_size_oblivious)
+    if args.callback_trigger is CallbackTrigger.DYNAMO and _frame_has_tagged_input():
+        fx_config.backed_size_oblivious = True
+
+
+def _restore_oblivious(args: Any) -> None:
+    if _SAVED_OBLIVIOUS:
+        fx_config.backed_size_oblivious = _SAVED_OBLIVIOUS.pop()
+
+
+def _install_compile_callbacks() -> None:
+    """(Re)register the callbacks: ``torch._dynamo.reset()`` clears them."""
+    handler = torch._dynamo.callback_handler
+    if _oblivious_while_tagged not in handler.start_callbacks:
+        handler.register_start_callback(_oblivious_while_tagged)
+        handler.register_end_callback(_restore_oblivious)
 
 
 @dataclass(frozen=True)
@@ -126,26 +187,73 @@ def _config_specs(placeholders: list[torch.fx.Node], config: NpuConfig) -> dict:
 
 def find_bucketed_dims(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                        config: NpuConfig) -> list[BucketedDim]:
+    """The dynamic dims of ``gm`` that are bucketed (by ``set_buckets`` or the options).
+    Configured dims that are static here are in ``static_bucketed_dims``."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    dims = []
+    for pos, dim, sizes in _bucket_specs(placeholders, example_inputs, config):
+        size = placeholders[pos].meta["example_value"].shape[dim]
+        if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+            dims.append(BucketedDim(pos, dim, size.node.expr, sizes,
+                                    f"{_source_name(placeholders[pos])} dim {dim}"))
+    return dims
+
+
+def static_bucketed_dims(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                         config: NpuConfig) -> list[str]:
+    """Labels of configured bucket dims that Dynamo made static in ``gm`` (a first call
+    without ``dynamic=True``: Dynamo traces static, and only a second size recompiles)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if any(_symbolic(n.meta.get("example_value")) for n in placeholders):
+        return []  # partly dynamic: not a first static trace
+    out = []
+    for pos, dim, _ in _bucket_specs(placeholders, example_inputs, config):
+        size = placeholders[pos].meta["example_value"].shape[dim]
+        if not (isinstance(size, torch.SymInt) and size.node.expr.is_Symbol):
+            out.append(f"{_source_name(placeholders[pos])} dim {dim}")
+    return out
+
+
+def _symbolic(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return any(isinstance(s, torch.SymInt) for s in value.shape)
+    return isinstance(value, torch.SymInt)
+
+
+def _bucket_specs(placeholders: list[torch.fx.Node], example_inputs: Sequence[Any],
+                  config: NpuConfig) -> list[tuple[int, int, tuple[int, ...] | str]]:
+    """(placeholder position, dim, sizes) of every configured bucket dim."""
     specs = _config_specs(placeholders, config)
     for pos, ex in enumerate(example_inputs):
         tagged = getattr(ex, BUCKETS_ATTR, None)
         if tagged:
             specs.setdefault(pos, {}).update(tagged)
-    dims = []
-    for pos, by_dim in sorted(specs.items()):
-        val = placeholders[pos].meta.get("example_value")
-        for dim, sizes in sorted(by_dim.items()):
-            size = val.shape[dim]
-            if not isinstance(size, torch.SymInt) or not size.node.expr.is_Symbol:
-                if sizes != AUTO:
-                    log.warning("bucketed dim %d of %s is static here (Dynamo specialized it); "
-                                "use dynamic=True or torch._dynamo.mark_dynamic",
-                                dim, _source_name(placeholders[pos]))
-                continue
-            dims.append(BucketedDim(pos, dim, size.node.expr, sizes,
-                                    f"{_source_name(placeholders[pos])} dim {dim}"))
-    return dims
+    return [(pos, dim, sizes) for pos, by_dim in sorted(specs.items())
+            for dim, sizes in sorted(by_dim.items())]
+
+
+class EagerFirstCall:
+    """A static graph whose configured bucket dims Dynamo specialized (a first call without
+    ``dynamic=True``): its first call runs in eager instead of compiling a graph for that
+    one size, as Dynamo recompiles a dynamic (bucketed) graph on the next size and looks
+    that graph up first. Only if this size is called again is it compiled (exactly)."""
+
+    def __init__(self, gm: torch.fx.GraphModule, compile_now: Callable[[], Callable],
+                 labels: list[str]) -> None:
+        self.gm, self.compile_now, self.fn = gm, compile_now, None
+        self.report = new_report([], f"first call of {', '.join(labels)} ran in eager: Dynamo "
+                                     "traced it static (no dynamic=True)")
+        log.info("%s", self.report.exact_reasons[0])
+
+    def __call__(self, *args: Any) -> Any:
+        self.report.calls += 1
+        if self.report.calls == 1:
+            self.report.eager_calls += 1
+            return self.gm(*args)
+        if self.fn is None:
+            self.fn = _call_without_dynamo(lambda _: self.compile_now(), ())
+            self.report.compiles += 1
+        return self.fn(*args)
 
 
 # ---- the auto policy -------------------------------------------------------------------

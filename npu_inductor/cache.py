@@ -5,8 +5,11 @@ One entry per post-pass FX graph, keyed by ``cache_key.cache_key`` (graph, optio
 device, SoC, versions). An entry holds what lowering and serialization made of the graph:
 for each GE graph the ``.air`` bytes, the executor source, the ``.om`` on the acl device,
 the FX-input positions feeding its Data ops, where each FX output comes from, and the
-memory plan (for ``cache info`` and dumps); plus the nodes that fall back to eager when
-the graph is partitioned. A hit skips lowering, serialization, codegen and ATC.
+memory plan (for ``cache info`` and dumps), the device-rule decisions the lowering made and
+the SoC it gated dtypes for; plus the nodes that fall back to eager when the graph is
+partitioned and the decisions the FX passes made (so ``explain``, ``device_report`` and the
+benchmark CSV report the same on a hit as on a miss). A hit skips lowering, serialization,
+codegen and ATC.
 
 Entry file (``<cache_dir>/entries/<key>.npuc``)::
 
@@ -45,10 +48,11 @@ from pathlib import Path
 from typing import Any
 
 from npu_inductor.config import NpuConfig
+from npu_inductor.ge.soc import Decision
 from npu_inductor.lowering.lower import OutputSlot
 
 log = logging.getLogger("npu_inductor")
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: lowering decisions and SoC per graph, pass decisions
 MAGIC = b"NPUINDUCTOR-CACHE\n"
 SUFFIX = ".npuc"
 _DISABLED = ("0", "false", "off", "no", "disabled")
@@ -72,12 +76,15 @@ class CachedGraph:
     data_inputs: tuple[int, ...]
     outputs: tuple[OutputSlot, ...]
     plan: dict[str, Any] | None = None
+    decisions: tuple[Decision, ...] = ()  # device rules that changed the lowering
+    soc: str | None = None  # the SoC the graph was dtype-gated for
 
 
 @dataclass(frozen=True)
 class Entry:
     graphs: tuple[CachedGraph, ...]
     failures: dict[str, str] = field(default_factory=dict)  # FX node -> why it runs eager
+    pass_decisions: tuple[Decision, ...] = ()  # device rules the FX passes applied
 
 
 # ---- where -------------------------------------------------------------------------------
@@ -155,8 +162,10 @@ def encode(entry: Entry, key: str) -> bytes:
 
     graphs = [{"air": blob(g.air), "source": blob(g.source.encode()), "om": blob(g.om),
                "data_inputs": list(g.data_inputs), "outputs": [_slot_json(s) for s in g.outputs],
-               "plan": g.plan} for g in entry.graphs]
+               "plan": g.plan, "decisions": _decisions_json(g.decisions), "soc": g.soc}
+              for g in entry.graphs]
     header = json.dumps({"format": FORMAT_VERSION, "key": key, "failures": entry.failures,
+                         "pass_decisions": _decisions_json(entry.pass_decisions),
                          "graphs": graphs, "created": time.time()}).encode()
     payload = len(header).to_bytes(_HEADER_LEN, "big") + header + b"".join(blobs)
     return MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
@@ -178,7 +187,16 @@ def decode(data: bytes, key: str) -> Entry:
     if header.get("key") != key:
         raise CacheEntryError("entry was written for another key")
     blobs = payload[_HEADER_LEN + size:]
-    return Entry(tuple(_graph(g, blobs) for g in header["graphs"]), dict(header["failures"]))
+    return Entry(tuple(_graph(g, blobs) for g in header["graphs"]), dict(header["failures"]),
+                 _decisions(header["pass_decisions"]))
+
+
+def _decisions_json(decisions: tuple[Decision, ...]) -> list[list[str]]:
+    return [[d.rule, d.where, d.detail] for d in decisions]
+
+
+def _decisions(rows: list[list[str]]) -> tuple[Decision, ...]:
+    return tuple(Decision(str(rule), str(where), str(detail)) for rule, where, detail in rows)
 
 
 def _graph(g: dict[str, Any], blobs: bytes) -> CachedGraph:
@@ -192,7 +210,8 @@ def _graph(g: dict[str, Any], blobs: bytes) -> CachedGraph:
 
     outputs = tuple(OutputSlot(kind, index, value) for kind, index, value in g["outputs"])
     return CachedGraph(blob(g["air"]), blob(g["source"]).decode(), blob(g["om"]),
-                       tuple(g["data_inputs"]), outputs, g.get("plan"))
+                       tuple(g["data_inputs"]), outputs, g.get("plan"),
+                       _decisions(g["decisions"]), g["soc"])
 
 
 # ---- load / store ------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
     npu-inductor cache info [--dir DIR]
     npu-inductor cache clear [--dir DIR]
+    npu-inductor export MODULE:FACTORY --input NAME:DTYPE:SHAPE ... --out DIR
+    npu-inductor run-export DIR
 
 A subcommand is a function that adds its parser to ``SUBCOMMANDS`` (name -> ``add``); the
 parser's ``func`` default receives the parsed arguments and returns the exit code.
@@ -76,6 +78,20 @@ def _add_cache(sub: Subparsers) -> None:
         q.add_argument("--dir", help="cache folder (default: cache_dir option / "
                        "NPU_INDUCTOR_CACHE_DIR / ~/.cache/npu_inductor)")
         q.set_defaults(func=func)
+
+
+@subcommand("export")
+def _add_export(sub: Subparsers) -> None:
+    from npu_inductor.export_cli import add_export  # offline export (docs/export.md)
+
+    add_export(sub)
+
+
+@subcommand("run-export")
+def _add_run_export(sub: Subparsers) -> None:
+    from npu_inductor.export_cli import add_run_export
+
+    add_run_export(sub)
 
 
 def parser() -> argparse.ArgumentParser:

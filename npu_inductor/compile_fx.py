@@ -416,7 +416,8 @@ def _from_cache(gm: torch.fx.GraphModule, lookup: _Lookup, report: GraphReport,
 
 def _load_cached(graph: cache.CachedGraph, config: NpuConfig, fx_before: str | None,
                  gm: torch.fx.GraphModule, name: str) -> CompiledGraph:
-    lowered = LoweredGraph(from_air(graph.air), graph.data_inputs, graph.outputs)
+    lowered = LoweredGraph(from_air(graph.air), graph.data_inputs, graph.outputs,
+                           graph.decisions, graph.soc)
     return _load(lowered, config, fx_before, gm, graph, name)
 
 
@@ -432,12 +433,13 @@ def _cache_store(lookup: _Lookup, report: GraphReport, config: NpuConfig) -> Non
             return
         plan = g.executor.device.memory_plan(g.executor.model_id)
         graphs.append(cache.CachedGraph(g.air, g.executor.source, g.om, g.lowered.data_inputs,
-                                        g.lowered.outputs, plan))
+                                        g.lowered.outputs, plan, g.lowered.decisions,
+                                        g.lowered.soc))
     if not graphs:
         return
     try:
-        cache.store(lookup.root, lookup.key, cache.Entry(tuple(graphs), dict(report.failures)),
-                    config.cache_size_limit)
+        entry = cache.Entry(tuple(graphs), dict(report.failures), tuple(report.decisions))
+        cache.store(lookup.root, lookup.key, entry, config.cache_size_limit)
     except OSError as e:
         log.warning("npu_inductor cache: cannot write an entry to %s: %s", lookup.root, e)
 
@@ -450,10 +452,10 @@ def runner_from_cache(root: str, key: str, config: NpuConfig, kind: str) -> Any:
     """The boxed runner of a whole-graph cache entry (AOTAutograd cache hit: no FX graph
     at hand). Raises ``CacheEntryError`` when the entry is gone or unusable."""
     name = f"{kind}_{next(_GRAPH_IDS)}"
-    report = GraphReport(name, kind, cache="hit")
     entry = cache.load(Path(root), key)
     if entry is None or entry.failures or len(entry.graphs) != 1:
         raise cache.CacheEntryError(f"npu_inductor cache entry {key[:16]} is not loadable")
+    report = GraphReport(name, kind, cache="hit", decisions=list(entry.pass_decisions))
     cache.count(Path(root), "hit")
     log.info("npu_inductor cache hit for graph %s (key %s, AOTAutograd cache)", name, key[:16])
     compiled = _load_cached(entry.graphs[0], config, None, None, name)

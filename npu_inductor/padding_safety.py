@@ -30,6 +30,8 @@ import sympy
 import torch
 
 from npu_inductor.lowering.registry import bind
+from npu_inductor.padding_masks import NEG, KnownTails, iota_dim
+from npu_inductor.padding_masks import ZERO as KNOWN_ZERO
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -117,6 +119,8 @@ class _Analysis:
         self.symbols = symbols
         self.tail: dict[torch.fx.Node, str] = {}
         self.zero_inputs = zero_inputs
+        # per-dim constants of the tails (attention masks): padding_masks.py
+        self.known = KnownTails(self.padded, lambda n: self.tail_of(n) == ZERO)
 
     def padded(self, node: Any) -> set[int]:
         return padded_dims(node.meta.get("val"), self.symbols) if isinstance(
@@ -134,6 +138,7 @@ class _Analysis:
                 self.tail[node] = ZERO if self.zero_inputs else ANY
             elif node.op == "call_function":
                 self.tail[node] = self.visit(node)
+                self.known.visit(node)
 
     # ---- rules -------------------------------------------------------------------------
     def visit(self, node: torch.fx.Node) -> str:
@@ -142,6 +147,9 @@ class _Analysis:
         tails = [self.tail_of(a) for a in inputs]
         if not any(self.padded(a) for a in inputs):
             return ANY  # created here (e.g. arange(n), slicing a buffer to n): tail is data
+        if isinstance(node.meta.get("val"), (int, float, bool, torch.SymInt, torch.SymFloat,
+                                             torch.SymBool)):
+            return ANY  # a size or scalar (sym_size.int, ...): no tensor data
         if t is operator.getitem:
             return self.tail.get(node.args[0], ANY)
         if t in _LIKE:
@@ -153,6 +161,8 @@ class _Analysis:
         if t in (aten.add.Tensor, aten.sub.Tensor, aten.add.Scalar, aten.sub.Scalar):
             return ZERO if all(x == ZERO for x in tails) and self._no_scalar(node) else ANY
         if isinstance(t, torch._ops.OpOverload) and torch.Tag.pointwise in t.tags:
+            return ANY
+        if t is aten._softmax.default and self._masked_softmax(node):
             return ANY
         if t in _REDUCTIONS:
             return self._reduction(node, tails)
@@ -166,6 +176,11 @@ class _Analysis:
             return self._along_unpadded(node, tails)
         if t is aten.native_layer_norm.default:
             return self._last_dims(node, len(node.args[1]), "layer_norm normalizes")
+        if t is aten.index.Tensor:
+            return self._index(node)
+        if t is aten.gather.default:
+            return ANY if node.args[1] % max(node.args[0].meta["val"].dim(), 1) not in \
+                self.padded(node.args[0]) else self._fail(node, "gathers along a padded dim")
         if t is aten.embedding.default:
             return ANY if 0 not in self.padded(node.args[0]) else self._fail(
                 node, "embedding table rows are padded")
@@ -210,7 +225,7 @@ class _Analysis:
         a, b = node.args[-2], node.args[-1]
         ka, kb = a.meta["val"].dim() - 1, b.meta["val"].dim() - 2
         if ka in self.padded(a) or kb in self.padded(b):
-            if self.tail_of(a) == ZERO or self.tail_of(b) == ZERO:
+            if self.known.of(a).get(ka) == KNOWN_ZERO or self.known.of(b).get(kb) == KNOWN_ZERO:
                 return ANY
             return self._fail(node, "contracts a padded dim whose tail is not known zero")
         bias = node.args[0] if node.target is aten.addmm.default else None
@@ -222,8 +237,42 @@ class _Analysis:
         k = args["key"]
         mask = args.get("attn_mask", args.get("attn_bias"))
         key_padded = (k.meta["val"].dim() - 2) in self.padded(k)
-        if key_padded and not (args.get("is_causal") and mask is None):
+        if not key_padded or (args.get("is_causal") and mask is None):
+            return ANY
+        if mask is None:
             return self._fail(node, "attends over padded keys without a causal mask")
+        masked = NEG if mask.meta["val"].dtype.is_floating_point else KNOWN_ZERO
+        known, r = self.known.of(mask), mask.meta["val"].dim()
+        if known.get(r - 1) != masked:
+            return self._fail(node, "attends over padded keys that its mask does not mask")
+        if known.get(r - 2) == masked:
+            return self._fail(node, "its mask masks whole padded query rows (NaN rows)")
+        return ANY
+
+    def _masked_softmax(self, node: torch.fx.Node) -> bool:
+        """Softmax over a padded dim whose tail is a large negative constant (an additive
+        attention mask): padded entries get weight exactly 0. Refused when whole padded
+        rows would be masked (NaN)."""
+        src = node.args[0]
+        rank = src.meta["val"].dim()
+        dim = node.args[1] % rank
+        known = self.known.of(src)
+        if dim not in self.padded(src) or known.get(dim) != NEG:
+            return False
+        if any(c == NEG for d, c in known.items() if d != dim):
+            self._fail(node, "softmax rows of the padded tail are fully masked (NaN rows)")
+        return True
+
+    def _index(self, node: torch.fx.Node) -> str:
+        """``src[i0, i1, ...]``: a padded dim of ``src`` may be indexed only by an
+        ``arange`` over a padded size (valid positions then read valid positions)."""
+        src, indices = node.args[0], node.args[1]
+        padded = self.padded(src)
+        if any(i is None for i in indices) and padded:
+            return self._fail(node, "indexing with None slices over a padded tensor")
+        for d, idx in enumerate(indices):
+            if d in padded and (iota_dim(idx) is None or iota_dim(idx) not in self.padded(idx)):
+                return self._fail(node, f"indexes padded dim {d} by values not known in range")
         return ANY
 
     def _slice(self, node: torch.fx.Node, tails: list) -> str:
@@ -234,11 +283,29 @@ class _Analysis:
         start = node.args[2] if len(node.args) > 2 else 0
         if not prefix_dim(_expr(src.meta["val"].shape[dim]), self.symbols):
             return self._fail(node, "slices a dim that merges a padded dim with others")
+        if node.target is aten.select.int and start == 0:  # the first row: valid (n >= 1)
+            return ANY
         if _free(start) & self.symbols or (node.target is aten.select.int):
             return self._fail(node, "indexes a padded dim relative to its size")
+        if isinstance(start, int) and start < 0:  # x[:, -1:]: the padded tail's last rows
+            return self._fail(node, "slices a padded dim from its end")
+        end = node.args[3] if len(node.args) > 3 else None
+        if node.target is aten.slice.Tensor and not self._prefix_end(end):
+            return self._fail(node, f"slices a padded dim up to {end}, not its valid end")
         if node.target is aten.slice.Tensor and len(node.args) > 4 and node.args[4] != 1:
             return self._fail(node, "strided slice along a padded dim")
         return tails[0] or ANY
+
+    def _prefix_end(self, end: Any) -> bool:
+        """The end of a slice that keeps a prefix of the valid region: the whole dim
+        (None or a huge int), or ``s + c`` with ``c <= 0``."""
+        if end is None or (isinstance(end, int) and end >= 2 ** 62):
+            return True
+        expr = _expr(end) if isinstance(end, torch.SymInt) else None
+        if expr is None or not prefix_dim(expr, self.symbols):
+            return False
+        sym = next(x for x in self.symbols if x in expr.free_symbols)
+        return int(expr - sym) <= 0
 
     def _along_unpadded(self, node: torch.fx.Node, tails: list) -> str:
         first = node.args[0][0] if node.target is aten.cat.default else node.args[0]

@@ -125,3 +125,40 @@ def check_grad(fn: Callable, *inputs: torch.Tensor) -> None:
     for a, e in zip(ours, ref):
         if e.grad is not None:
             torch.testing.assert_close(a.grad, e.grad)
+
+
+def check_refused(fn: Callable, *inputs: Any, ops: str | tuple, dtype: str,
+                  soc: str = "Ascend910B1", rtol: float = 0.0, atol: float = 0.0) -> None:
+    """The dtype gate's explicit refusal: the target SoC has no kernel for ``ops`` (aten
+    targets, e.g. ``"aten.lgamma.default"``) at ``dtype`` (GE name, e.g. ``"DOUBLE"``) and no
+    exact form exists. With ``fallback="error"`` compiling raises an error naming each op,
+    the SoC and the dtype; with ``fallback="eager"`` exactly those ops run in eager (the
+    warning says why) and the result is eager's. The caller marks the test
+    ``@pytest.mark.fallback``."""
+    import warnings
+
+    import pytest
+
+    from npu_inductor.compile_fx import FallbackWarning, record_reports, reset_fallback_warnings
+
+    ops = (ops,) if isinstance(ops, str) else ops
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as refused:
+        torch.compile(fn, backend="npu", options={"fallback": "error"})(*inputs)
+    msg = str(refused.value)
+    for what in (*ops, soc, f"dtype {dtype}"):
+        assert what in msg, f"{what!r} not named by the refusal: {msg[:600]}"
+    torch._dynamo.reset()
+    reset_fallback_warnings()
+    with record_reports() as reports, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FallbackWarning)
+        actual = torch.compile(fn, backend="npu", options={"fallback": "eager"})(*inputs)
+    fell = {f.target for r in reports for f in r.fallbacks}
+    assert fell == set(ops), f"ran in eager: {sorted(fell)}, expected exactly {sorted(ops)}"
+    for r in reports:
+        for f in r.fallbacks:
+            assert soc in f.reason and f"dtype {dtype}" in f.reason, f.reason
+    said = " ".join(str(w.message) for w in caught if issubclass(w.category, FallbackWarning))
+    for op in ops:
+        assert op in said and soc in said, f"no fallback warning names {op} on {soc}: {said}"
+    assert_close(actual, fn(*inputs), rtol, atol, "output")

@@ -97,171 +97,41 @@ KNOWN_FAILURES: dict[str, str] = {
     'tests/lowering/test_shape.py::test_layout_op[pad_neg-int64]':
         'fails since the 910B dtype gate / strict test mode merged (issues 13, 15) [torch._d...]',
     'tests/lowering/test_special.py::test_bessel_jy[special_airy_ai]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [torc...]',
+        "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
     'tests/lowering/test_special.py::test_bessel_jy[special_bessel_j0]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [to...]',
+        "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
     'tests/lowering/test_special.py::test_bessel_jy[special_bessel_j1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [to...]',
+        "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
     'tests/lowering/test_special.py::test_bessel_jy[special_bessel_y0]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [to...]',
+        "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
     'tests/lowering/test_special.py::test_bessel_jy[special_bessel_y1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [to...]',
-    'tests/lowering/test_special.py::test_bessel_k[dtype0-special_modified_bessel_k0]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_bessel_k[dtype0-special_modified_bessel_k1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_bessel_k[dtype0-special_scaled_modified_bessel_k0]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_bessel_k[dtype0-special_scaled_modified_bessel_k1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_bessel_k[dtype1-special_modified_bessel_k0]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_bessel_k[dtype1-special_modified_bessel_k1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_bessel_k[dtype1-special_scaled_modified_bessel_k0]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_bessel_k[dtype1-special_scaled_modified_bessel_k1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_chebyshev[special_chebyshev_polynomial_t]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
+        "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
     'tests/lowering/test_special.py::test_chebyshev[special_chebyshev_polynomial_u]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
+        "float32 Chebyshev U/V: the closed form in float32 loses accuracy near x = -1 (sin((n+1)th)/sin(th)) and overflows sinh((n+1)t) for large |x| where eager's recurrence stays finite; needs eager's float32 recurrence unrolled for n <= 8 (float64 internals have no Sin/Cos kernels on the 910B)",
     'tests/lowering/test_special.py::test_chebyshev[special_chebyshev_polynomial_v]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_chebyshev[special_chebyshev_polynomial_w]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_chebyshev[special_shifted_chebyshev_polynomial_t]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
+        "float32 Chebyshev U/V: the closed form in float32 loses accuracy near x = -1 (sin((n+1)th)/sin(th)) and overflows sinh((n+1)t) for large |x| where eager's recurrence stays finite; needs eager's float32 recurrence unrolled for n <= 8 (float64 internals have no Sin/Cos kernels on the 910B)",
     'tests/lowering/test_special.py::test_chebyshev[special_shifted_chebyshev_polynomial_u]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
+        "float32 Chebyshev U/V: the closed form in float32 loses accuracy near x = -1 (sin((n+1)th)/sin(th)) and overflows sinh((n+1)t) for large |x| where eager's recurrence stays finite; needs eager's float32 recurrence unrolled for n <= 8 (float64 internals have no Sin/Cos kernels on the 910B)",
     'tests/lowering/test_special.py::test_chebyshev[special_shifted_chebyshev_polynomial_v]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_chebyshev[special_shifted_chebyshev_polynomial_w]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_chebyshev_float64':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [torch._dynamo...]',
-    'tests/lowering/test_special.py::test_chebyshev_nan_x[special_chebyshev_polynomial_t]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_chebyshev_nan_x[special_chebyshev_polynomial_v]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_chebyshev_nan_x[special_shifted_chebyshev_polynomial_t]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_chebyshev_nan_x[special_shifted_chebyshev_polynomial_v]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_chebyshev_scalar_overloads[special_chebyshev_polynomial_t]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
+        "float32 Chebyshev U/V: the closed form in float32 loses accuracy near x = -1 (sin((n+1)th)/sin(th)) and overflows sinh((n+1)t) for large |x| where eager's recurrence stays finite; needs eager's float32 recurrence unrolled for n <= 8 (float64 internals have no Sin/Cos kernels on the 910B)",
     'tests/lowering/test_special.py::test_chebyshev_scalar_overloads[special_chebyshev_polynomial_u]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
+        "float32 Chebyshev U/V: the closed form in float32 loses accuracy near x = -1 (sin((n+1)th)/sin(th)) and overflows sinh((n+1)t) for large |x| where eager's recurrence stays finite; needs eager's float32 recurrence unrolled for n <= 8 (float64 internals have no Sin/Cos kernels on the 910B)",
     'tests/lowering/test_special.py::test_chebyshev_scalar_overloads[special_chebyshev_polynomial_v]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_chebyshev_scalar_overloads[special_chebyshev_polynomial_w]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_chebyshev_scalar_overloads[special_shifted_chebyshev_polynomial_t]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
+        "float32 Chebyshev U/V: the closed form in float32 loses accuracy near x = -1 (sin((n+1)th)/sin(th)) and overflows sinh((n+1)t) for large |x| where eager's recurrence stays finite; needs eager's float32 recurrence unrolled for n <= 8 (float64 internals have no Sin/Cos kernels on the 910B)",
     'tests/lowering/test_special.py::test_chebyshev_scalar_overloads[special_shifted_chebyshev_polynomial_u]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
+        "float32 Chebyshev U/V: the closed form in float32 loses accuracy near x = -1 (sin((n+1)th)/sin(th)) and overflows sinh((n+1)t) for large |x| where eager's recurrence stays finite; needs eager's float32 recurrence unrolled for n <= 8 (float64 internals have no Sin/Cos kernels on the 910B)",
     'tests/lowering/test_special.py::test_chebyshev_scalar_overloads[special_shifted_chebyshev_polynomial_v]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_chebyshev_scalar_overloads[special_shifted_chebyshev_polynomial_w]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_erfcx[dtype0]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [torch._dynamo.exc...]',
-    'tests/lowering/test_special.py::test_erfcx[dtype1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [torch._dynamo.exc...]',
-    'tests/lowering/test_special.py::test_frexp[dtype1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [torch._dynamo.exc...]',
-    'tests/lowering/test_special.py::test_hermite[special_hermite_polynomial_h]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_hermite[special_hermite_polynomial_he]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_lgamma[dtype0]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [torch._dynamo.ex...]',
-    'tests/lowering/test_special.py::test_lgamma[dtype1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [torch._dynamo.ex...]',
-    'tests/lowering/test_special.py::test_lgamma[dtype2]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [torch._dynamo.ex...]',
-    'tests/lowering/test_special.py::test_lgamma[dtype3]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [torch._dynamo.ex...]',
-    'tests/lowering/test_special.py::test_log_ndtr[dtype0]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [torch._dynamo....]',
-    'tests/lowering/test_special.py::test_log_ndtr[dtype1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [torch._dynamo....]',
-    'tests/lowering/test_special.py::test_modified_bessel_i[dtype0-special_modified_bessel_i0]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_modified_bessel_i[dtype0-special_modified_bessel_i1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_modified_bessel_i[dtype1-special_modified_bessel_i0]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_modified_bessel_i[dtype1-special_modified_bessel_i1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_mvlgamma[1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [torch._dynamo.exc.B...]',
-    'tests/lowering/test_special.py::test_mvlgamma[3]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [torch._dynamo.exc.B...]',
-    'tests/lowering/test_special.py::test_mvlgamma[5]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [torch._dynamo.exc.B...]',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[lgamma]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [As...]',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[mvlgamma.mvlgamma_p_1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[mvlgamma.mvlgamma_p_3]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[mvlgamma.mvlgamma_p_5]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
+        "float32 Chebyshev U/V: the closed form in float32 loses accuracy near x = -1 (sin((n+1)th)/sin(th)) and overflows sinh((n+1)t) for large |x| where eager's recurrence stays finite; needs eager's float32 recurrence unrolled for n <= 8 (float64 internals have no Sin/Cos kernels on the 910B)",
     'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.airy_ai]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
+        "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
     'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.bessel_j0]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
+        "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
     'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.bessel_j1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
+        "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
     'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.bessel_y0]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
+        "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
     'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.bessel_y1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.chebyshev_polynomial_t]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.chebyshev_polynomial_u]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.chebyshev_polynomial_v]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.chebyshev_polynomial_w]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.erfcx]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.hermite_polynomial_h]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.hermite_polynomial_he]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.log_ndtr]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.modified_bessel_i0]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.modified_bessel_i1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.modified_bessel_k0]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.modified_bessel_k1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.scaled_modified_bessel_k0]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.scaled_modified_bessel_k1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.shifted_chebyshev_polynomial_t]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.shifted_chebyshev_polynomial_u]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.shifted_chebyshev_polynomial_v]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.shifted_chebyshev_polynomial_w]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.spherical_bessel_j0]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback)',
-    'tests/lowering/test_special.py::test_polygamma[dtype1-1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [torch._dyna...]',
-    'tests/lowering/test_special.py::test_spherical_bessel_j0[dtype0]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [tor...]',
-    'tests/lowering/test_special.py::test_spherical_bessel_j0[dtype1]':
-        'special functions compute in float64 inside the graph; the 910B has no float64 kernels, so the dtype gate refuses them (needs a float32 device form or an explicit fallback) [tor...]',
+        "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
     'tests/lowering/test_spectral.py::test_backward[<lambda>0]':
         'complex128/float64 FFT ops have no 910B kernel: refused by the dtype gate [RuntimeErr...]',
     'tests/lowering/test_spectral.py::test_backward[<lambda>1]':

@@ -5,6 +5,7 @@ LRU eviction, the ``npu-inductor cache`` command, and ATC skipped on a hit."""
 import json
 import logging
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -275,3 +276,35 @@ def test_explain_counts_hits_and_a_partitioned_graph_hits_with_its_fallbacks(tmp
     torch._dynamo.reset()
     out = torch.compile(fn, backend="npu", options={"fallback": "eager"})(x)  # from the entry
     torch.testing.assert_close(out, fn(x))
+
+
+def _attention_and_scatter(q, k, v, t, i, u):
+    """fp32 attention (kept unfused: an FX pass's decision) and a bf16 index_put (computed
+    in float32: a lowering decision)."""
+    att = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    return att * 2, torch.index_put(t, (i,), u) * 2
+
+
+def test_a_hit_reports_the_same_device_rule_decisions(tmp_path, monkeypatch):
+    from npu_inductor.device_rules_report import from_reports
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 4, 8) for _ in range(3))
+    args = (q, k, v, torch.randn(6, 4).to(torch.bfloat16), torch.tensor([1, 4]),
+            torch.randn(2, 4).to(torch.bfloat16))
+    reports = []
+    for torch_cache in ("a", "a", "b"):  # miss; AOTAutograd hit; npu_inductor-only hit
+        monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / torch_cache))
+        torch._dynamo.reset()
+        with record_reports() as seen:
+            out = torch.compile(_attention_and_scatter, backend="npu", options={
+                "fallback": "error", "cache_dir": str(tmp_path / "npu")})(*args)
+        for got, want in zip(out, _attention_and_scatter(*args)):
+            torch.testing.assert_close(got, want)
+        reports.append(seen)
+    assert [[r.cache for r in seen] for seen in reports] == [["miss"], ["hit"], ["hit"]]
+    texts = [re.sub(r"inference_\d+", "inference_N", str(from_reports(seen, "Ascend910B1")))
+             for seen in reports]  # graph names count up
+    assert "rule [dtype-gate]" in texts[0] and "no float32 kernel" in texts[0], texts[0]
+    assert "TensorScatterUpdate has no kernel for bf16" in texts[0], texts[0]
+    assert texts[1] == texts[0] and texts[2] == texts[0]

@@ -162,3 +162,20 @@ def test_bf16_llama_training_fused_attention_is_dynamic():
     assert not [w for w in caught if "Raw SymInt" in str(w.message)]
     ops = {op.type for r in reports for g in r.ge_graphs for op in g.lowered.graph.ops}
     assert "FlashAttentionScore" in ops
+
+
+def test_size_one_reuses_the_dynamic_graph():
+    """A pass comparing symbolic sizes (``s0*s1 == s0``, ``sq == 1``) would install a guard,
+    and the first prompt of length 1 would compile a second graph (issue 19)."""
+    import torch.fx.experimental._config as fx_config
+
+    model, _ = make("llama")
+    model.eval()
+    compiled = torch.compile(model, backend="npu", dynamic=True)
+    with record_reports() as reports, torch.no_grad(), \
+            fx_config.patch(backed_size_oblivious=True):
+        for n in (5, 3, 1):
+            ids = _inputs("llama", n)
+            assert_close(compiled(*ids), model(*ids), FP32_RTOL, FP32_ATOL, f"size {n}")
+    assert [r.kind for r in reports] == ["inference"], [r.name for r in reports]
+    assert [f.target for r in reports for f in r.fallbacks] == []

@@ -262,3 +262,43 @@ def swiglu_grad(y_grad, x, dim=-1):
     dyf = y_grad.float()
     s = torch.sigmoid(a)
     return torch.cat((dyf * b * s * (1 + a * (1 - s)), dyf * a * s), dim=dim).to(x.dtype)
+
+
+def _group_bounds(group_list) -> list[tuple[int, int]]:
+    ends = [int(e) for e in group_list.tolist()]
+    return list(zip([0, *ends[:-1]], ends))
+
+
+@kernel("GroupedMatmul")
+def grouped_matmul(x, weight, bias=(), scale=(), offset=(), antiquant_scale=(),
+                   antiquant_offset=(), group_list=None, per_token_scale=None, split_item=0,
+                   dtype=0, transpose_weight=False, transpose_x=False, group_type=-1,
+                   group_list_type=0, act_type=0, tuning_config=(0,)):
+    """Single-tensor forms (split_item 2/3): group_type 0 splits x's rows (weight [E, K, N]
+    or [E, N, K] transposed), group_type 2 splits the contracted axis of x stored [K, M]
+    (transpose_x) and weight [K, N] into an [E, M, N] result. group_list: cumulative (type
+    0) or per-group counts (type 1)."""
+    if len(x) != 1 or len(weight) != 1 or bias or scale or offset or antiquant_scale:
+        raise ValueError("GroupedMatmul: only the single-tensor, unquantized form is run here")
+    if split_item not in (2, 3) or group_type not in (0, 2) or group_list_type not in (0, 1):
+        raise ValueError(f"GroupedMatmul: split_item={split_item}, group_type={group_type}, "
+                         f"group_list_type={group_list_type} not supported")
+    x, w = x[0], weight[0]
+    counts = group_list if group_list_type == 0 else group_list.cumsum(0)
+    bounds = _group_bounds(counts)
+    if group_type == 0:
+        if bounds[-1][1] != x.shape[0]:
+            raise ValueError("GroupedMatmul: group_list must end at x's row count")
+        w = w.transpose(-1, -2) if transpose_weight else w
+        y = x.new_zeros(x.shape[0], w.shape[-1])
+        for e, (lo, hi) in enumerate(bounds):
+            if hi > lo:
+                torch.mm(x[lo:hi], w[e], out=y[lo:hi])
+        return y
+    if not transpose_x or transpose_weight:
+        raise ValueError("GroupedMatmul group_type=2 needs transpose_x and no transpose_weight")
+    y = x.new_zeros(len(bounds), x.shape[1], w.shape[1])
+    for e, (lo, hi) in enumerate(bounds):
+        if hi > lo:
+            torch.mm(x[lo:hi].t(), w[lo:hi], out=y[e])
+    return y

@@ -220,6 +220,16 @@ def test_sdpa_float_mask_cross_lengths():
                q, k, v, **ACC)
 
 
+
+def test_sdpa_inference_computes_no_unused_logsumexp():
+    """The logsumexp output is only read by a backward; inference graphs skip it."""
+    q, k, v = torch.randn(2, 4, 5, 8), torch.randn(2, 2, 5, 8), torch.randn(2, 2, 5, 8)
+    with torch.no_grad():
+        graphs = check_fn(lambda q, k, v: F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, enable_gqa=True), q, k, v, **ACC)
+    assert "SoftmaxV2" in ge_ops(graphs)
+    assert "ReduceLogSumExp" not in ge_ops(graphs)
+
 # ---- losses ---------------------------------------------------------------------------
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_cross_entropy_fwd_bwd(reduction):
