@@ -37,3 +37,18 @@ def test_serve_mode_reports_every_variant(capsys) -> None:
         assert cells[-1] == "2/2", (variant, cells)  # greedy tokens equal eager's
     assert rows["eager"][1] == "0" and int(rows["npu_dynamic"][1]) >= 1
     assert "fail_to_run" not in out
+
+
+@pytest.mark.slow  # ~5 small compiles
+def test_dynamic_stream_reports_compile_time_apart_from_steady_state() -> None:
+    from npu_inductor.benchmarks.dynamic import run_dynamic
+    from npu_inductor.benchmarks.runner import Settings
+
+    # (not a first length of 2: it would share the batch dim's symbol, duck sizing)
+    rows = {r.backend: r for r in run_dynamic(3, 6, Settings(seed=0))}  # lengths 4, 4, 1
+    assert list(rows) == ["eager", "npu_exact", "npu_dynamic", "npu_pow2", "npu_auto"]
+    assert all(r.accuracy == "pass" and not r.error for r in rows.values()), rows
+    assert all(r.steady_speedup > 0 for r in rows.values())
+    assert all(r.compile_time is not None for b, r in rows.items() if b != "eager")
+    assert rows["npu_dynamic"].compiles == 1  # the length-1 request reuses the graph
+    assert rows["npu_exact"].compiles == 2
