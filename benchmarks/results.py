@@ -39,6 +39,9 @@ class Row:
     warm_cache_hits: int | None = None  # same, in the warm compile's fresh process
     backend_compile_s: float | None = None  # s inside npu_inductor's graph compiler (cold)
     compile_ratio_vs_aot_eager: float | None = None  # cold compilation_latency ratio
+    # s, cold compile in a fresh process with empty caches (npu, aot_eager; see warm.py)
+    compilation_latency_fresh: float | None = None
+    compile_ratio_fresh_vs_aot_eager: float | None = None  # same ratio, both fresh processes
     eager_peak_mem: float | None = None  # MB, see measure.py for the method
     dynamo_peak_mem: float | None = None  # MB, this backend
     compression_ratio: float | None = None  # eager_peak_mem / dynamo_peak_mem
@@ -59,6 +62,8 @@ class Row:
     total_time: float | None = None  # s, dynamic stream incl. compiles
     compiles: int | None = None  # dynamic stream: GE graph compiles
     padding_overhead: float | None = None  # dynamic stream: padded / real elements - 1
+    steady_speedup: float | None = None  # dynamic stream, after compiles: eager / this per request
+    compile_time: float | None = None  # s, dynamic stream: total_time - steady pass time
     forward_ms: float | None = None  # training: median forward (+ loss) of a timed step
     backward_ms: float | None = None  # training: median backward
     optimizer_ms: float | None = None  # training: median optimizer step (compiled likewise)

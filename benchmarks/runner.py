@@ -179,6 +179,7 @@ class Runner:
     peak_mem: int | None = None
     notes: list[str] = field(default_factory=list)
     warm_cache: tuple[int, int] | None = None  # (hits, misses) of the warm process
+    fresh_cold_s: float | None = None  # cold compile in a fresh process, empty caches
 
     def compile(self) -> None:
         opt = (torch.optim.SGD(self.model.parameters(), lr=self.settings.lr)
@@ -233,8 +234,27 @@ def _observed(backend: Backend, stats: CompileStats) -> Iterator[Recorded | None
         yield rec
 
 
-def warm_and_memory(r: Runner) -> None:
-    """Warm compile time, then peak memory = retained by compile + steady-step peak."""
+FRESH_COLD = ("npu", "aot_eager")  # backends whose cold compile is also measured in a new process
+
+
+def fresh_cold(r: Runner) -> None:
+    """Cold compile in a fresh process with empty caches (``warm.py``): the same conditions
+    as the warm measurement, for graph mode and its ``aot_eager`` floor."""
+    if r.backend.name not in FRESH_COLD or r.case.name not in ZOO:
+        return
+    job = {**spec(r.case.name, r.case.mode, r.settings, r.backend.options or {}),
+           "backend": r.backend.name, "empty_cache": True}
+    try:
+        r.fresh_cold_s, _ = measure_in_fresh_process(job)
+    except Exception as e:  # noqa: BLE001 - reported in the row, the run goes on
+        r.notes.append(f"fresh cold: {_error_text(e)}")
+
+
+def warm_and_memory(r: Runner, fresh: bool = False) -> None:
+    """Warm compile time, then peak memory = retained by compile + steady-step peak
+    (``fresh``: also the cold compile in a fresh process, for ``--compare aot_eager``)."""
+    if fresh:
+        fresh_cold(r)
     try:
         if r.backend.warm_kind == WARM_KIND and r.case.name in ZOO:
             job = spec(r.case.name, r.case.mode, r.settings, r.backend.options or {})
@@ -275,9 +295,10 @@ def run_case(entry: ZooModel, mode: str, backends: list[Backend], settings: Sett
         out = cold(r, ref, eager)
         eager = eager or (out if r.backend.name == "eager" else [])
     alive = [r for r in runners if r.accuracy.status != "fail_to_run"]
+    fresh = any(r.backend.name == "aot_eager" for r in alive)
     for r in alive:
         progress(f"{entry.name}/{mode}: warm compile + memory {r.backend.name}")
-        warm_and_memory(r)
+        warm_and_memory(r, fresh)
     progress(f"{entry.name}/{mode}: timing {len(alive)} backends x {settings.repeat}")
     interleave(alive, settings)
     return finish(runners, case, settings)
@@ -319,6 +340,9 @@ def _row(r: Runner, case: Case, settings: Settings, eager: Runner | None,
         row.warm_kind = r.backend.warm_kind
         row.warm_cache_hits = r.warm_cache[0] if r.warm_cache else None
         row.compile_ratio_vs_aot_eager = ratio(r.cold_s, aot.cold_s if aot else None)
+        row.compilation_latency_fresh = r.fresh_cold_s
+        row.compile_ratio_fresh_vs_aot_eager = ratio(r.fresh_cold_s,
+                                                     aot.fresh_cold_s if aot else None)
     _fill_stats(row, r.stats)
     row.eager_peak_mem = to_mb(eager.peak_mem) if eager else None
     row.dynamo_peak_mem = to_mb(r.peak_mem)

@@ -146,13 +146,19 @@ def cann_version() -> str:
     return f"none ({home})" if home else "none"
 
 
-def versions_part(device_kind: str) -> str:
+@functools.cache
+def _our_version() -> str:
+    """npu_inductor's installed version (reading package metadata costs ~10 ms: once)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        ours = version("npu_inductor")
+        return version("npu_inductor")
     except PackageNotFoundError:
-        ours = "unknown"
+        return "unknown"
+
+
+def versions_part(device_kind: str) -> str:
+    ours = _our_version()
     cann = cann_version() if device_kind == "acl" else "host"
     return (f"npu_inductor {ours} {source_digest()}; torch {torch.__version__} "
             f"{torch.version.git_version}; cann {cann}")

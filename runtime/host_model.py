@@ -191,7 +191,12 @@ class HostModel:
 
     # ---- binding outputs to memory ---------------------------------------------------------
     def set_memory_plan(self, enabled: bool) -> None:
-        """Plan intermediates into one workspace (``enabled``) or keep kernel results."""
+        """Plan intermediates into one workspace (``enabled``) or keep kernel results (the
+        binding is deterministic: asking again for the current setting and steps keeps it)."""
+        bound_for = getattr(self, "_bound_for", None)
+        if bound_for is not None and bound_for[0] == bool(enabled) and bound_for[1] is self.steps:
+            return
+        self._bound_for = (bool(enabled), self.steps)
         self.memory_plan_enabled = enabled
         self.plan, self.plan_error, self._views = None, None, None
         self.bound = self._bind(planned=enabled)
@@ -430,13 +435,12 @@ def _store(r: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
 def _hand_over(r: torch.Tensor, sig: tuple, args: list[Any], ws_ptr: int | None) -> torch.Tensor:
     """A graph output: the result itself when it is fresh memory, else a copy."""
     dtype, shape = sig
-    storage = r.untyped_storage().data_ptr()
-    shared = storage == ws_ptr or any(storage == a.untyped_storage().data_ptr()
-                                      for a in _tensors(args))
-    if not _shape_matches(r.shape, shape):
+    if r.shape != shape and not _shape_matches(r.shape, shape):  # (fast path: equal)
         raise HostExecutionError(f"kernel produced shape {tuple(r.shape)}, the GE graph "
                                  f"declares {tuple(shape)}")
-    if shared or not r.is_contiguous() or (dtype is not None and r.dtype != dtype):
+    storage = r.untyped_storage().data_ptr()
+    if storage == ws_ptr or not r.is_contiguous() or (dtype is not None and r.dtype != dtype) \
+            or any(storage == a.untyped_storage().data_ptr() for a in _tensors(args)):
         out = torch.empty(r.shape, dtype=dtype or r.dtype)  # r.shape: -1 dims resolved
         return out.copy_(r)
     return r
