@@ -2,7 +2,10 @@
 another (a decoder-serving workload; causal attention makes sequence padding provably exact,
 so the bucket variants really pad).
 
-Reports total time (compiles included) and GE compile count per variant: eager, exact
+Reports total time (compiles included), GE compile count, the time the first pass spent
+beyond a steady pass (``compile_time``: compiles and first calls) and the steady-state
+speed per request against eager (``steady_speedup``: a second pass over the stream, eager
+and the variant interleaved request by request) per variant: eager, exact
 static shapes (one compile per new length), symbolic shapes (``dynamic=True``),
 power-of-two buckets and ``shape_buckets="auto"``. Variants the compiler cannot run yet
 are reported as ``fail_to_run`` with the error.
@@ -80,6 +83,20 @@ def _serve(fn: Callable[..., Any], requests: list) -> tuple[float, list[list[tor
     return time.perf_counter() - start, outs
 
 
+def _steady(model: nn.Module, fn: Callable[..., Any], requests: list) -> tuple[float, float]:
+    """Eager's and ``fn``'s time over the stream once everything is compiled, request by
+    request interleaved (a load spike hits both)."""
+    eager_s = graph_s = 0.0
+    with torch.no_grad():
+        for r in requests:
+            start = time.perf_counter()
+            model(*r)
+            mid = time.perf_counter()
+            fn(*r)
+            eager_s, graph_s = eager_s + mid - start, graph_s + time.perf_counter() - mid
+    return eager_s, graph_s
+
+
 def _accuracy(outs: list, eager: list, ref: list, dtype: torch.dtype) -> Accuracy:
     """The worst request decides; its errors are reported."""
     worst = Accuracy("pass", 0.0, 0.0)
@@ -101,7 +118,10 @@ def run_variant(v: Variant, model: nn.Module, requests: list, eager: list, ref: 
         # one Dynamo graph for every length, 1 included (no size-1 specialization)
         with recording() as rec, torch._dynamo.config.patch(recompile_limit=len(requests) + 1), \
                 fx_config.patch(backed_size_oblivious=v.name != "npu_exact"):
-            row.total_time, outs = _serve(v.wrap(model), requests)
+            fn = v.wrap(model)
+            row.total_time, outs = _serve(fn, requests)
+            eager_s, graph_s = _steady(model, fn, requests)
+        row.steady_speedup, row.compile_time = eager_s / graph_s, row.total_time - graph_s
     except Exception as e:  # noqa: BLE001 - a variant that cannot run yet is a result
         row.error = _error_text(e)
         return row
@@ -141,7 +161,8 @@ def run_dynamic(requests: int, max_len: int, settings: Settings,
         progress(f"{MODEL}/dynamic: {v.name} over {requests} requests")
         if v.wrap is None:
             row = Row(MODEL, "dynamic", "eager", "float32", BATCH, "pass", requests=requests,
-                      total_time=eager_time, compiles=0, padding_overhead=0.0)
+                      total_time=eager_time, compiles=0, padding_overhead=0.0,
+                      steady_speedup=1.0)
             acc = _accuracy(eager, eager, ref, settings.dtype)
             row.max_abs_err, row.max_rel_err = acc.max_abs_err, acc.max_rel_err
         else:

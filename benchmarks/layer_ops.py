@@ -78,7 +78,8 @@ def _hf(name: str) -> Build:
         torch.manual_seed(0)
         if name == "gpt2":
             cfg = tf.GPT2Config(n_layer=layers, n_embd=128, n_head=4, vocab_size=1000,
-                                n_positions=128, loss_type="ForCausalLM")
+                                n_positions=128, loss_type="ForCausalLM", bos_token_id=0,
+                                eos_token_id=0)
             model = tf.GPT2LMHeadModel(cfg)
         else:
             cls = {"llama": (tf.LlamaForCausalLM, tf.LlamaConfig),

@@ -18,7 +18,8 @@ SPEED = KEYS + (
     ("abs_latency", "ms p50", "{:.3f}"),
     ("abs_latency_p10", "p10", "{:.3f}"), ("abs_latency_p90", "p90", "{:.3f}"),
     ("compiles", "compiles", "{}"), ("total_time", "total s", "{:.2f}"),
-    ("padding_overhead", "padding", "{:.1%}"),
+    ("padding_overhead", "padding", "{:.1%}"), ("compile_time", "compile s", "{:.2f}"),
+    ("steady_speedup", "steady", "{:.2f}x"),
 )
 COMPILE = KEYS + (
     ("compilation_latency", "compile s", "{:.2f}"),
@@ -38,7 +39,7 @@ TRAINING = KEYS + (
     ("backward_ms", "bwd ms", "{:.3f}"), ("optimizer_ms", "opt ms", "{:.3f}"),
     ("ge_ops_before_fusion", "GE ops unfused", "{}"), ("ge_ops", "GE ops", "{}"),
 )
-DYNAMIC_ONLY = ("compiles", "total_time", "padding_overhead")
+DYNAMIC_ONLY = ("compiles", "total_time", "padding_overhead", "compile_time", "steady_speedup")
 MIN_WIDTH = 200  # rich assumes 80 columns when stdout is not a terminal
 
 

@@ -62,6 +62,8 @@ class Row:
     total_time: float | None = None  # s, dynamic stream incl. compiles
     compiles: int | None = None  # dynamic stream: GE graph compiles
     padding_overhead: float | None = None  # dynamic stream: padded / real elements - 1
+    steady_speedup: float | None = None  # dynamic stream, after compiles: eager / this per request
+    compile_time: float | None = None  # s, dynamic stream: total_time - steady pass time
     forward_ms: float | None = None  # training: median forward (+ loss) of a timed step
     backward_ms: float | None = None  # training: median backward
     optimizer_ms: float | None = None  # training: median optimizer step (compiled likewise)

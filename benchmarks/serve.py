@@ -213,7 +213,10 @@ def run_one(model_name: str, make: Callable[[str], Generate], variant: str,
     reports = bucket_reports.REPORTS[first_report:]
     real = sum(r.real_elements for r in reports if not r.exact_reasons)
     padded = sum(r.padded_elements for r in reports if not r.exact_reasons)
-    row.padding_overhead = padded / real - 1 if real else (0.0 if variant != "eager" else None)
+    if real:
+        row.padding_overhead = padded / real - 1
+    elif variant in ("npu_exact", "npu_pow2", "npu_auto"):  # static shapes, nothing padded
+        row.padding_overhead = 0.0
     return row
 
 

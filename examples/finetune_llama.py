@@ -150,6 +150,7 @@ class Trainer:
     world: int = 1
     step: int = 0
     data: torch.Tensor = field(default_factory=lambda: torch.empty(0))
+    owns_group: bool = False  # destroy the process group at the end
 
     def train_step(self) -> dict[str, float]:
         """``accum`` forward/backward micro-steps, clipping, one optimizer step."""
@@ -194,19 +195,22 @@ def _npu_options(text: str) -> dict[str, Any]:
     return out
 
 
-def _distributed() -> tuple[int, int]:
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return 0, 1
+def _distributed() -> tuple[int, int, bool]:
+    """(rank, world size, whether this run created the process group)."""
     import torch.distributed as dist
 
+    if dist.is_available() and dist.is_initialized():  # the caller's job: leave it be
+        return dist.get_rank(), dist.get_world_size(), False
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return 0, 1, False
     from npu_inductor.runtime.collectives import init_distributed
 
     init_distributed()
-    return dist.get_rank(), dist.get_world_size()
+    return dist.get_rank(), dist.get_world_size(), True
 
 
 def make_trainer(args: argparse.Namespace) -> Trainer:
-    rank, world = _distributed()
+    rank, world, owns_group = _distributed()
     module = CausalLMLoss(build_lm(args), args.dtype == "bf16", args.hf)
     params = [p for p in module.parameters() if p.requires_grad]
     # a tensor lr: the compiled step reads it as a graph input instead of recompiling
@@ -228,7 +232,7 @@ def make_trainer(args: argparse.Namespace) -> Trainer:
             step_fn = torch.compile(opt.step, backend="npu", options=options)
             clip_fn = torch.compile(clip, backend="npu", options=options)
     trainer = Trainer(args, module, loss_fn, opt, sched, step_fn, clip_fn, rank, world,
-                      data=load_corpus(args.data))
+                      data=load_corpus(args.data), owns_group=owns_group)
     if args.resume:
         trainer.load(args.resume)
     return trainer
@@ -262,7 +266,7 @@ def train(args: argparse.Namespace) -> list[dict[str, float]]:
         trainer.save(args.save)
         if not args.quiet:
             print(f"saved checkpoint at step {trainer.step} to {args.save}", flush=True)
-    if trainer.world > 1:
+    if trainer.owns_group:
         import torch.distributed as dist
 
         dist.destroy_process_group()

@@ -143,12 +143,40 @@ def _merges_heads(flat: tuple, full: tuple) -> bool:
     return len(full) == 4 and list(flat) == [full[0] * full[1], *full[2:]]
 
 
+def _gqa_copy(m: _Match, copy: Node, flat: tuple) -> Node | None:
+    """clone(expand(unsqueeze(kv, 2), [B, Hkv, R, S, D])) viewed as [B*Hkv*R, S, D] (the
+    eager repeat_kv of transformers)  ->  kv [B, Hkv, S, D]."""
+    exp = copy.args[0]
+    if not is_op(exp, aten.expand.default) or not is_op(exp.args[0], aten.unsqueeze.default):
+        return None
+    kv = exp.args[0].args[0]
+    if exp.args[0].args[1] != 2 or len(shape(kv)) != 4 or len(shape(exp)) != 5:
+        return None
+    b, h, r, s, d = shape(exp)
+    if list(flat) != [b * h * r, s, d] or shape(kv) != (b, h, s, d):
+        return None
+    m.inner += [copy, exp, exp.args[0]]
+    return kv
+
+
 def _bmm_operand(m: _Match, node: Node) -> Node | None:
     """view(x, [B*N, S, D]) -> x (4-D)."""
     x = m.strip_view(node)
     if is_op(x, aten.clone.default):  # the contiguous copy a strided x needs to be viewed
+        if len(shape(x)) == 5:
+            return _gqa_copy(m, x, shape(node))
         x = m.take(x)
     return x if x is not None and _merges_heads(shape(node), shape(x)) else None
+
+
+def _cast_of(node: object, to: torch.dtype | None = None) -> Node | None:
+    """_to_copy(x, dtype) (to ``to`` when given) -> x."""
+    if is_op(node, aten._to_copy.default, torch.ops.prims.convert_element_type.default) and \
+            set(node.kwargs) <= {"dtype", "layout", "device"}:
+        want = node.kwargs.get("dtype", node.args[1] if len(node.args) > 1 else None)
+        if to is None or want == to:
+            return node.args[0]
+    return None
 
 
 def _logits(m: _Match, logits: Node) -> tuple[Node, Node | None] | None:
@@ -207,9 +235,18 @@ def match_attention(out: Node) -> dict | None:
     if p is None or v4 is None:
         return None
     soft = _safe_softmax_source(m, p)
+    back = _cast_of(soft, dtype(out))  # softmax in fp32 and back (transformers' eager code)
+    if back is not None and is_op(back, aten._softmax.default):
+        m.inner.append(soft)
+        soft = back
     if not is_op(soft, aten._softmax.default) or soft.args[1] not in (-1, 3) or soft.args[2]:
         return None
-    found = _logits(m, m.take(soft))
+    logits = m.take(soft)
+    up = _cast_of(logits, torch.float32)
+    if up is not None and dtype(up) == dtype(out):
+        m.inner.append(logits)
+        logits = up
+    found = _logits(m, logits)
     if found is None:
         return None
     s4, mask = found

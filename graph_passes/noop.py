@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch._prims_common import is_contiguous_or_false
 from torch.fx import GraphModule, Node
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
@@ -67,7 +68,7 @@ def _full_slice(node: Node) -> bool:
 def _feeds_view_of_strided(node: Node, src: Node) -> bool:
     """Removing a copy of a strided tensor would leave its view users without an eager
     meaning (``view`` needs compatible strides); GE would not care, eager fallback would."""
-    strided = not val(src).is_contiguous()
+    strided = not is_contiguous_or_false(val(src))  # unknown (unbacked sizes): keep the copy
     return strided and any(is_op(u, *_VIEWS) for u in node.users)
 
 
@@ -78,7 +79,7 @@ def _output_alias(node: Node, src: Node) -> bool:
 def _collapse(gm: GraphModule, node: Node) -> bool:
     """view(view(x)) -> view(x); permute(permute(x)) -> permute(x)."""
     src = node.args[0] if node.args else None
-    if is_op(node, *_VIEWS) and is_op(src, *_VIEWS) and val(src.args[0]).is_contiguous():
+    if is_op(node, *_VIEWS) and is_op(src, *_VIEWS) and is_contiguous_or_false(val(src.args[0])):
         node.args = (src.args[0], *node.args[1:])  # (a view of a strided tensor may not exist)
         return True
     outer, inner = permutation(node), permutation(src)

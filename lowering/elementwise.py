@@ -212,7 +212,33 @@ def div_mode(ctx, self, other, rounding_mode=None):
           capability=supports("Pow"))
 def pow_(ctx, self, exponent):
     """pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
-    return pointwise(ctx, "Pow", [self, exponent], ctx.out_dtype, out=ctx.out_dtype)
+    dt = ctx.out_dtype
+    if isinstance(self, Value) and isinstance(exponent, int) and 0 <= exponent <= 64 \
+            and not dt.is_floating_point and not _has(ctx, "Pow", x1=dt):
+        return _int_power(ctx, self, exponent)
+    return pointwise(ctx, "Pow", [self, exponent], dt, out=dt)
+
+
+def _has(ctx: LoweringContext, ge_type: str, **ports: torch.dtype) -> bool:
+    return ctx.builder.soc is None or has_kernel(ctx.builder.soc, ge_type, **ports)
+
+
+def _int_power(ctx: LoweringContext, x: Value, n: int) -> Value:
+    """x ** n for an integer tensor and a literal n >= 0 by square-and-multiply (the 910B's
+    Pow has no int64 kernel); Mul wraps modulo 2^bits as eager's integer pow does."""
+    ctx.note("dtype-gate", f"Pow has no {x.dtype} kernel on {ctx.builder.soc}: x ** {n} as Muls")
+    dt = ctx.out_dtype
+    result: Any = None
+    square = cast(ctx, x, dt)
+    while n:
+        if n & 1:
+            result = square if result is None else pointwise(ctx, "Mul", [result, square], dt)
+        n >>= 1
+        if n:
+            square = pointwise(ctx, "Mul", [square, square], dt, suffix="square")
+    if result is None:  # x ** 0 == 1, shaped like x
+        return pointwise(ctx, "Add", [pointwise(ctx, "Mul", [square, 0], dt), 1], dt)
+    return result
 
 
 @register(aten.clamp_min.default, aten.clamp_min.Tensor, capability=supports("Maximum"))
@@ -399,6 +425,11 @@ def lerp(ctx, self, end, weight):
 def addcmul(ctx, self, tensor1, tensor2, value=1):
     """addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
     dtype = promote(self, tensor1, tensor2)
+    if not dtype.is_floating_point and not _has(ctx, "Addcmul", input_data=dtype):
+        # no int64 Addcmul on the 910B: self + value * t1 * t2 as Mul/Add (exact, wrapping)
+        prod = pointwise(ctx, "Mul", [pointwise(ctx, "Mul", [tensor1, tensor2], dtype), value],
+                         dtype, suffix="scaled")
+        return pointwise(ctx, "Add", [self, prod], dtype, out=ctx.out_dtype)
     return pointwise(ctx, "Addcmul", [self, tensor1, tensor2, value], dtype, out=ctx.out_dtype)
 
 

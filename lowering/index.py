@@ -16,8 +16,10 @@ from typing import Any
 
 import torch
 
+from npu_inductor.ge.dtypes import ge_name
 from npu_inductor.ge.ir import Value
-from npu_inductor.ge.soc import has_kernel
+from npu_inductor.ge.soc import DeviceDtypeError, has_kernel
+from npu_inductor.lowering import int_sort
 from npu_inductor.lowering.elementwise import select, to_bool
 from npu_inductor.lowering.helpers import broadcast_shape, cast, int_list, norm_axis, promote
 from npu_inductor.lowering.registry import register
@@ -585,13 +587,29 @@ def _with_int64_indices(ctx, ys: tuple) -> tuple:
 def sorted_along(ctx, self: Value, dim: int, descending: bool, stable: bool) -> tuple:
     """(values, int64 indices) of GE ``Sort`` along ``dim`` (a 0-d tensor sorts as itself)."""
     x = reshape(ctx, self, (1,)) if self.rank == 0 else self
-    out = [(x.dtype, x.shape), (torch.int32, x.shape)]
-    attrs = {"axis": norm_axis(dim, x.rank), "descending": bool(descending),
-             "stable": bool(stable)}
-    values, indices = _with_int64_indices(ctx, move(ctx, "Sort", [x], attrs, out=out))
+    if _rank_sorted(ctx, x, norm_axis(dim, x.rank)):  # see [Note: integer sort by rank]
+        values, indices = int_sort.rank_sort(ctx, x, norm_axis(dim, x.rank), descending)
+    else:
+        out = [(x.dtype, x.shape), (torch.int32, x.shape)]
+        attrs = {"axis": norm_axis(dim, x.rank), "descending": bool(descending),
+                 "stable": bool(stable)}
+        values, indices = _with_int64_indices(ctx, move(ctx, "Sort", [x], attrs, out=out))
     if self.rank == 0:
         return reshape(ctx, values, (), "values"), reshape(ctx, indices, (), "indices")
     return values, indices
+
+
+def _rank_sorted(ctx, x: Value, axis: int) -> bool:
+    """Whether ``x`` sorts by rank: int32/int64 on a SoC without an int ``Sort`` kernel
+    (a row too long for that form is refused with the reason)."""
+    soc = ctx.builder.soc
+    if soc is None or x.dtype not in int_sort.INT_DTYPES or has_kernel(soc, "Sort", x=x.dtype):
+        return False
+    why = int_sort.refusal(x, axis)
+    if why is not None:
+        raise DeviceDtypeError(f"{soc} has no kernel for GE op Sort with input 'x' of dtype "
+                               f"{ge_name(x.dtype).removeprefix('DT_')}: {why}")
+    return True
 
 
 @register(aten.sort.default)

@@ -104,7 +104,10 @@ def _lower_graph(gm: torch.fx.GraphModule, name: str, config: NpuConfig,
                 env[node] = builder.const(torch.empty(0), node.name)
             elif isinstance(val, torch.Tensor) and node.users:  # frozen params have none
                 data_inputs.append(position)
-                ref = config.shape_buckets is None and any(writes_input(u) for u in node.users)
+                # a padded input is a copy: writing it would be lost; padding safety refuses
+                # graphs that write padded inputs, so only pad='trust' must not write
+                lost = config.shape_buckets is not None and config.pad == "trust"
+                ref = not lost and any(writes_input(u) for u in node.users)
                 env[node] = builder.data(val.dtype, static_shape(val.shape), node.name, ref)
             elif isinstance(val, torch.SymInt) and node.users:  # a size: 0-d int64 input
                 data_inputs.append(position)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from npu_inductor.ge.soc import has_kernel
 from npu_inductor.lowering.helpers import cast, norm_axis
 from npu_inductor.lowering.precision import op_in_float32
 from npu_inductor.lowering.registry import register
@@ -95,5 +96,21 @@ def embedding_bag(ctx, weight, indices, offsets, scale_grad_by_freq=False, mode=
     attrs = {"mode": EMBEDDING_BAG_MODES[mode], "scale_grad_by_freq": bool(scale_grad_by_freq),
              "sparse": bool(sparse), "include_last_offset": bool(include_last_offset),
              "padding_idx": int(padding_idx)}
-    return op_in_float32(ctx, "EmbeddingBag", [weight, indices, offsets, per_sample_weights],
-                         attrs)
+    specs = ctx.out_specs()
+    soc = ctx.builder.soc
+    if soc is None or has_kernel(soc, "EmbeddingBag", indices=indices.dtype):
+        return op_in_float32(ctx, "EmbeddingBag", [weight, indices, offsets,
+                                                   per_sample_weights], attrs)
+    # The 910B's EmbeddingBag takes and gives int32 only: indices address rows of ``weight``
+    # and offsets / bag sizes / positions count elements of ``indices``, so below 2^31 rows
+    # and elements every valid value is exact in int32 (an out-of-range index is undefined
+    # on the device either way)
+    if max(weight.shape[0], indices.shape[0] if indices.rank else 1) >= 2 ** 31:
+        raise ValueError(f"EmbeddingBag on {soc}: int32 indices cannot address "
+                         f"{weight.shape[0]} rows / {indices.shape} indices")
+    ctx.note("dtype-gate", f"EmbeddingBag has int32 indices/outputs only on {soc}: int64 "
+             "indices, offsets and outputs moved through int32 (exact below 2^31)")
+    ints = [cast(ctx, v, torch.int32) for v in (indices, offsets)]
+    outs = [(torch.int32 if dt == torch.int64 else dt, shape) for dt, shape in specs]
+    ys = op_in_float32(ctx, "EmbeddingBag", [weight, *ints, per_sample_weights], attrs, outs)
+    return tuple(cast(ctx, y, dt) for y, (dt, _) in zip(ys, specs))

@@ -506,8 +506,8 @@ def _pad(ctx, x: Value, pad: Sequence[int], mode: str, value: Any = None) -> Val
 def _pad_v3_refuses(ctx, dtype: torch.dtype) -> bool:
     """The target SoC has no PadV3 kernel at ``dtype`` (910B: int64, e.g. the shifted labels
     of transformers' causal-LM loss)."""
-    soc = ctx.builder.soc
-    return soc is not None and not has_kernel(soc, "PadV3", x=dtype)
+    soc = ctx.builder.soc  # (bool and the narrow ints ride in a wider dtype: ``move``)
+    return dtype == torch.int64 and soc is not None and not has_kernel(soc, "PadV3", x=dtype)
 
 
 def _concat_pad(ctx, x: Value, pairs: list[tuple[int, int]], value: Any) -> Value:

@@ -15,9 +15,10 @@ import torch
 from torch._ops import OpOverload
 
 from npu_inductor.ge.ir import Value
+from npu_inductor.ge.soc import has_kernel
 from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.elementwise import need_dtype, pointwise, select, supports
-from npu_inductor.lowering.helpers import as_value
+from npu_inductor.lowering.helpers import as_value, cast
 from npu_inductor.lowering.registry import register
 
 aten = torch.ops.aten
@@ -42,10 +43,25 @@ _UNARY = {
     aten.asin.default: "Asin", aten.acos.default: "Acos", aten.atan.default: "Atan",
     aten.sinh.default: "Sinh", aten.cosh.default: "Cosh", aten.asinh.default: "Asinh",
     aten.acosh.default: "Acosh", aten.atanh.default: "Atanh",
-    (aten.sign.default, aten.sgn.default): "Sign",
+    aten.sgn.default: "Sign",
 }
 for _target, _ge in _UNARY.items():
     register_unary(_target, _ge)
+
+
+@register(aten.sign.default, capability=supports("Sign"))
+def sign(ctx, self):
+    """sign(Tensor self) -> Tensor"""
+    dt = ctx.out_dtype
+    soc = ctx.builder.soc
+    if dt.is_floating_point or dt == torch.bool or soc is None or has_kernel(soc, "Sign", x=dt):
+        return pointwise(ctx, "Sign", [self], dt, out=dt)
+    # no int64 Sign kernel on the 910B: (x > 0) - (x < 0), exact
+    pos, neg = (cast(ctx, pointwise(ctx, t, [self, 0], dt, y_dtype=torch.bool, suffix=t.lower()),
+                     dt) for t in ("Greater", "Less"))
+    return pointwise(ctx, "Sub", [pos, neg], dt, out=dt)
+
+
 register_unary(aten.special_i0e.default, "BesselI0e")
 register_unary(aten.special_i1e.default, "BesselI1e")
 register_unary(aten.special_ndtri.default, "Ndtri")

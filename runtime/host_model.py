@@ -435,13 +435,12 @@ def _store(r: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
 def _hand_over(r: torch.Tensor, sig: tuple, args: list[Any], ws_ptr: int | None) -> torch.Tensor:
     """A graph output: the result itself when it is fresh memory, else a copy."""
     dtype, shape = sig
-    storage = r.untyped_storage().data_ptr()
-    shared = storage == ws_ptr or any(storage == a.untyped_storage().data_ptr()
-                                      for a in _tensors(args))
-    if not _shape_matches(r.shape, shape):
+    if r.shape != shape and not _shape_matches(r.shape, shape):  # (fast path: equal)
         raise HostExecutionError(f"kernel produced shape {tuple(r.shape)}, the GE graph "
                                  f"declares {tuple(shape)}")
-    if shared or not r.is_contiguous() or (dtype is not None and r.dtype != dtype):
+    storage = r.untyped_storage().data_ptr()
+    if storage == ws_ptr or not r.is_contiguous() or (dtype is not None and r.dtype != dtype) \
+            or any(storage == a.untyped_storage().data_ptr() for a in _tensors(args)):
         out = torch.empty(r.shape, dtype=dtype or r.dtype)  # r.shape: -1 dims resolved
         return out.copy_(r)
     return r

@@ -3,7 +3,14 @@ import sys
 from collections import Counter
 
 import pytest
-import torch
+
+# Tests use tiny shapes and CI runs two xdist workers on two cores: intra-op OpenMP threads only
+# contend (a tiny eager model ran ~400x slower with 2 threads on a loaded machine). Subprocesses
+# started by tests (fresh-process cache tests, examples, distributed ranks) inherit the variable.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
 
 sys.path.insert(0, os.path.dirname(__file__))
 # The compile cache is off in tests (the default folder is the user's ~/.cache): a test

@@ -66,3 +66,23 @@ def test_expert_id_sort_runs_as_float():
     graphs = check_ge_ops(_route, logits, ge=("Sort", "TopKV2"))
     sorts = [op for g in graphs for op in g.lowered.graph.ops if op.type == "Sort"]
     assert all(op.input_descs[0].dtype == torch.float32 for op in sorts)
+
+
+def test_bf16_grouped_mm_backward_splits_k():
+    """bf16 training through torch's op: AOTAutograd writes dw as a 2-D x 2-D _grouped_mm
+    (the K axis split), which becomes GroupedMatmul group_type=2. bf16: both sides round
+    each product sum once, in different orders."""
+    x = torch.randn(8, 16, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(3, 8, 16, dtype=torch.bfloat16, requires_grad=True)
+    xe, we = (t.detach().clone().requires_grad_() for t in (x, w))
+    torch._dynamo.reset()
+    with record_graphs() as graphs:
+        y = torch.compile(_experts, backend="npu")(x, w, OFFS)
+        dy = torch.randn_like(y)
+        y.backward(dy)
+    _experts(xe, we, OFFS).backward(dy)
+    for a, e in ((x.grad, xe.grad), (w.grad, we.grad)):
+        torch.testing.assert_close(a.float(), e.float(), rtol=2e-2, atol=5e-2)
+    ops = [op for g in graphs if g.name.startswith("backward") for op in g.lowered.graph.ops
+           if op.type == "GroupedMatmul"]
+    assert sorted(op.attrs["group_type"].value for op in ops) == [0, 2]

@@ -55,6 +55,13 @@ def _llama() -> nn.Module:
     return tf.LlamaForCausalLM(tf.LlamaConfig(**LLM))
 
 
+def _llama_eager() -> nn.Module:
+    """LLaMA with transformers' eager attention code (matmul, fp32 softmax, matmul)."""
+    config = tf.LlamaConfig(**LLM)
+    config._attn_implementation = "eager"
+    return tf.LlamaForCausalLM(config)
+
+
 def _mistral() -> nn.Module:
     return tf.MistralForCausalLM(tf.MistralConfig(**LLM, sliding_window=4))
 
@@ -81,11 +88,13 @@ def _gpt_neox() -> nn.Module:
 
 
 def _gpt2() -> nn.Module:
-    return tf.GPT2LMHeadModel(tf.GPT2Config(
+    model = tf.GPT2LMHeadModel(tf.GPT2Config(
         n_layer=2, n_embd=64, n_head=4, vocab_size=VOCAB, n_positions=64, resid_pdrop=0.0,
-        embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
-        loss_type="ForCausalLM"))  # GPT2Config's loss_type=None logs a warning in forward
-    # (transformers' ``logger.warning_once`` is a Dynamo graph break)
+        embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0))
+    # transformers 5 gives GPT2LMHeadModel no loss_type, and its loss_function then logs a
+    # warning inside forward: a logger call is a Dynamo graph break. Name the loss.
+    model.loss_type = "ForCausalLM"
+    return model
 
 
 def _mixtral() -> nn.Module:
@@ -109,7 +118,7 @@ def _bert_inputs() -> dict[str, torch.Tensor]:
 
 def _t5() -> nn.Module:
     return tf.T5ForConditionalGeneration(tf.T5Config(
-        d_model=64, d_ff=96, d_kv=16, num_layers=2, num_decoder_layers=2, num_heads=4,
+        d_model=64, d_ff=96, d_kv=16, num_layers=1, num_decoder_layers=1, num_heads=4,
         vocab_size=VOCAB, dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0,
         feed_forward_proj="gated-gelu", relative_attention_num_buckets=8))
 
@@ -147,6 +156,7 @@ def _whisper_inputs() -> dict[str, torch.Tensor]:
 
 ARCHS: dict[str, Arch] = {a.name: a for a in [
     Arch("llama", _llama, _lm_inputs, decoder=True),
+    Arch("llama_eager_attn", _llama_eager, _padded_lm_inputs, decoder=True),
     Arch("mistral", _mistral, _lm_inputs, decoder=True),
     Arch("qwen2", _qwen2, _padded_lm_inputs, decoder=True),
     Arch("gemma", _gemma, _lm_inputs, decoder=True),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from harness import STRICT, check_fn, check_grad
+from harness import STRICT, check_fn, check_grad, check_refused
 from harness import random_tensor as make
 
 aten = torch.ops.aten
@@ -112,7 +112,12 @@ FLOAT_CASES = [
      (torch.randn(3, 2), idx(2), torch.tensor(3.5)), "ScatterElements"),
     ("sort", lambda x: torch.sort(x, -1), (torch.randn(3, 5),), "Sort"),
     ("sort_desc", lambda x: torch.sort(x, 0, descending=True), (torch.randn(4, 2),), "Sort"),
-    ("sort_stable", lambda x: torch.sort(x, stable=True), (torch.randint(0, 3, (9,)),), "Sort"),
+    # int64: no int Sort kernel on the 910B, sorted by rank (lowering/int_sort.py)
+    ("sort_stable", lambda x: torch.sort(x, stable=True), (torch.randint(0, 3, (9,)),),
+     "LogicalOr"),
+    ("sort_int_desc", lambda x: torch.sort(x, dim=0, descending=True, stable=True),
+     (torch.tensor([[2**40 + 1, -3], [2**40, 7], [2**40 + 1, -3], [-(2**62), 2**31]]),),
+     "LogicalOr"),
     ("sort_bf16", lambda x: torch.sort(x), (torch.randn(6).bfloat16(),), "Sort"),
     ("argsort", lambda x: torch.argsort(x, 1), (torch.randn(2, 5),), "Sort"),
     ("topk", lambda x: torch.topk(x, 2), (torch.randn(3, 5),), "TopKV2"),
@@ -173,6 +178,13 @@ FLOAT_CASES = [
 def test_index_op_float(name, fn, inputs, ge_op):
     graphs = check_fn(fn, *inputs, options=STRICT)
     assert ge_op in ge_ops(graphs)
+
+
+@pytest.mark.fallback("an int64 row too long for the rank sort is refused by the 910B gate")
+def test_int_sort_of_long_rows_refused():
+    x = torch.randint(-9, 9, (4097,), generator=torch.Generator().manual_seed(0))
+    check_refused(lambda t: torch.sort(t, stable=True), x, ops="aten.sort.stable",
+                  dtype="INT64")
 
 
 def test_embedding_backward_scatter_adds():

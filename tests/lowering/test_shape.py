@@ -277,3 +277,14 @@ def test_reshape_overload_lowers_with_its_own_schema_names():
     g.output((r,))
     ops = lower_graph(torch.fx.GraphModule({}, g), "g", resolve()).graph.op_counts()
     assert ops.get("Reshape") == 1
+
+
+def test_int64_constant_pad_concatenates_blocks():
+    """910B's PadV3 has no int64 kernel: transformers' shifted labels (pad with -100) become
+    ConcatV2 of constant blocks."""
+    from harness import check_ge_ops
+
+    labels = torch.randint(0, 50, (2, 6))
+    graphs = check_ge_ops(lambda t: torch.nn.functional.pad(t, (1, 2), value=-100), labels,
+                          ge="ConcatV2")
+    assert not any(op.type == "PadV3" for g in graphs for op in g.lowered.graph.ops)

@@ -29,6 +29,8 @@ from opinfo import manifest
 from torch.utils._pytree import tree_leaves, tree_map
 
 from npu_inductor.compile_fx import quiet_fallbacks, record_reports
+from npu_inductor.ge import from_air, to_air
+from npu_inductor.ge.device_rules import DeviceRuleError, find_violations
 
 FLOAT32_SAMPLES = 2
 OTHER_SAMPLES = 1  # float16, bfloat16, int64, bool: one sample each keeps the sweep's time
@@ -173,6 +175,19 @@ def _graph_breaks() -> Counter:
 
 
 _RUNS = itertools.count(1)
+# Device-rule violations (Ascend910B1) of every GE graph the sweep compiled, as built and as
+# the device deserializes it, and of every compile a device rule refused: never an expected
+# failure (the manifest cannot hold them), asserted empty by test_opinfo.py.
+VIOLATIONS: list[str] = []
+GRAPHS_CHECKED = Counter()
+
+
+def _check_device_rules(entry: str, reports: list) -> None:
+    for r in reports:
+        for g in r.ge_graphs:
+            GRAPHS_CHECKED["graphs"] += 1
+            for graph in (g.lowered.graph, from_air(to_air(g.lowered.graph))):
+                VIOLATIONS.extend(f"{entry}: {v}" for v in find_violations(graph))
 
 
 def run(entry: str, dtype: torch.dtype) -> Result:
@@ -208,7 +223,10 @@ def _compare_sample(fn: Callable, args: tuple, kwargs: dict, expected: Any,
             torch.manual_seed(SEED)
             actual = fn(*_clone(args), **_clone(kwargs))
         except Exception as e:  # noqa: BLE001 - recorded as this entry's failure
+            if isinstance(e, DeviceRuleError) or "DeviceRuleError" in str(e):
+                VIOLATIONS.append(f"{result.entry}: {type(e).__name__}: {e}")
             return _short(f"{type(e).__name__}: {e}")
+    _check_device_rules(result.entry, reports)
     result.graph_breaks.update(_graph_breaks() - breaks)
     for r in reports:
         result.fallbacks.update(f.target for f in r.fallbacks)

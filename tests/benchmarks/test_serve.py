@@ -1,0 +1,54 @@
+"""``npu-bench --mode serve`` on a handful of tiny requests: it runs every variant and
+reports the columns (never timings)."""
+
+from __future__ import annotations
+
+import pytest
+
+from npu_inductor.benchmarks import cli
+from npu_inductor.benchmarks.serve import COLUMNS, VARIANTS, stream
+
+
+def test_stream_is_seeded_and_within_limits() -> None:
+    a, b = stream(5, 7, 3, seed=1), stream(5, 7, 3, seed=1)
+    assert all(torch_equal(x.prompt, y.prompt) and x.new_tokens == y.new_tokens
+               for x, y in zip(a, b))
+    assert all(1 <= r.prompt.shape[1] <= 7 and 1 <= r.new_tokens <= 3 for r in a)
+
+
+def torch_equal(x, y) -> bool:
+    return x.shape == y.shape and bool((x == y).all())
+
+
+@pytest.mark.slow  # ~10 small compiles (~35 s of CPU)
+def test_serve_mode_reports_every_variant(capsys) -> None:
+    code = cli.main(["--mode", "serve", "--requests", "2", "--max-len", "4", "--max-new", "2",
+                     "--threads", "1"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    header = "| " + " | ".join(h for _, h, _ in COLUMNS) + " |"
+    assert header in out, out
+    rows = {line.split(" | ")[0].strip("| "): line.strip("| ").split(" | ")
+            for line in out.splitlines() if line.startswith("| npu_") or line.startswith("| eager")}
+    assert list(rows) == list(VARIANTS), out
+    for variant, cells in rows.items():
+        assert len(cells) == len(COLUMNS), cells
+        assert "n/a" not in cells[2:6], (variant, cells)  # cold s, warm s, tok/s, TTFT
+        assert cells[-1] == "2/2", (variant, cells)  # greedy tokens equal eager's
+    assert rows["eager"][1] == "0" and int(rows["npu_dynamic"][1]) >= 1
+    assert "fail_to_run" not in out
+
+
+@pytest.mark.slow  # ~5 small compiles
+def test_dynamic_stream_reports_compile_time_apart_from_steady_state() -> None:
+    from npu_inductor.benchmarks.dynamic import run_dynamic
+    from npu_inductor.benchmarks.runner import Settings
+
+    # (not a first length of 2: it would share the batch dim's symbol, duck sizing)
+    rows = {r.backend: r for r in run_dynamic(3, 6, Settings(seed=0))}  # lengths 4, 4, 1
+    assert list(rows) == ["eager", "npu_exact", "npu_dynamic", "npu_pow2", "npu_auto"]
+    assert all(r.accuracy == "pass" and not r.error for r in rows.values()), rows
+    assert all(r.steady_speedup > 0 for r in rows.values())
+    assert all(r.compile_time is not None for b, r in rows.items() if b != "eager")
+    assert rows["npu_dynamic"].compiles == 1  # the length-1 request reuses the graph
+    assert rows["npu_exact"].compiles == 2

@@ -1,0 +1,88 @@
+"""transformers ``generate()`` with the forward compiled by ``backend="npu"``: tokens equal
+eager (greedy, and sampling with a fixed seed), dynamic and static caches, bounded compiles,
+no graph breaks. Prefill is bucketed over the prompt length (``shape_buckets`` on
+``input_ids``); decode with a static cache is one static graph."""
+
+import pytest
+import torch
+from harness import record_graphs
+
+from npu_inductor import buckets
+
+transformers = pytest.importorskip("transformers")
+
+BUCKETS = [8, 16]
+PROMPTS = (5, 9, 3)  # buckets 8, 16, 8
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model: OpenMP threads only contend
+    yield
+    torch.set_num_threads(threads)
+
+
+def _llama():
+    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=1, num_attention_heads=4,
+                                   num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(cfg).eval()
+
+
+def _generate(model, prompt, sample: bool, **kw):
+    torch.manual_seed(1234)
+    # logits_to_keep=0: the prefill returns every position's logits. generate's default (1)
+    # slices the last row, x[:, -1:], which reads the padded tail: padding safety refuses it
+    # and each prompt length would compile exactly.
+    return model.generate(prompt, max_new_tokens=4, do_sample=sample,
+                          pad_token_id=0, logits_to_keep=0, **kw)
+
+
+def _run(cache_kw: dict, lengths: tuple[int, ...] = PROMPTS) -> tuple[list, list]:
+    model = _llama()
+    prompts = [torch.randint(1, 128, (1, n)) for n in lengths]
+    runs = [(p, False) for p in prompts] + [(prompts[1], True)]
+    expected = [_generate(model, p, s, **cache_kw) for p, s in runs]
+    model.forward = torch.compile(model.forward, backend="npu",
+                                  options={"shape_buckets": {"input_ids": {1: BUCKETS}}})
+    torch._dynamo.utils.counters.clear()
+    first_report = len(buckets.REPORTS)
+    with torch.no_grad(), record_graphs() as graphs:
+        for (p, s), want in zip(runs, expected):
+            torch.testing.assert_close(_generate(model, p, s, **cache_kw), want, rtol=0, atol=0)
+    assert not torch._dynamo.utils.counters["graph_break"], \
+        dict(torch._dynamo.utils.counters["graph_break"])
+    return graphs, buckets.REPORTS[first_report:]
+
+
+def _ids_len(graph) -> int:
+    return graph.lowered.graph.data_ops()[0].output_descs[0].shape[1]
+
+
+def test_generate_dynamic_cache_greedy_and_sampling():
+    graphs, reports = _run({})
+    prefill = [g for g in graphs if _ids_len(g) > 1]
+    decode = [g for g in graphs if _ids_len(g) == 1]
+    # the first prompt's static first trace runs in eager; then one graph per bucket
+    assert sorted(_ids_len(g) for g in prefill) == BUCKETS
+    bucketed = [r for r in reports if r.dims]
+    assert bucketed and all(r.safety.safe for r in bucketed), [str(r.safety) for r in bucketed]
+    # decode: the key/value length grows every step; at most the first step's static trace
+    # (run in eager once, then compiled if repeated) and one dynamic graph
+    assert 1 <= len(decode) <= 2
+    print(f"dynamic cache: {len(prefill)} prefill + {len(decode)} decode GE graphs")
+
+
+def test_generate_static_cache_one_decode_graph():
+    graphs, reports = _run({"cache_implementation": "static"}, PROMPTS[:2])
+    prefill = [g for g in graphs if _ids_len(g) > 1]
+    decode = [g for g in graphs if _ids_len(g) == 1]
+    assert len(decode) == 1  # one static decode graph for every prompt and step
+    # prefill writes the static cache at cache_position (index_copy): zero-padded positions
+    # would overwrite slot 0, so padding safety refuses and each length compiles exactly
+    # (the first length's static trace ran in eager)
+    assert len(prefill) <= len(set(PROMPTS[:2])) - 1
+    assert any("index_copy" in str(r.safety) for r in reports if r.dims)
+    print(f"static cache: {len(prefill)} prefill + {len(decode)} decode GE graphs")
