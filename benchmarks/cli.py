@@ -43,6 +43,10 @@ NOTES = {
                  "cache_same_process: first call after torch._dynamo.reset() with the cache "
                  "warm; recompile: a recompile after torch._dynamo.reset() in the same "
                  "process; fx_graph_cache: Inductor's FX graph cache hit",
+    "compilation_latency_fresh": "cold compile in a new process with empty caches (npu "
+                                 "and aot_eager, with --compare aot_eager): no backend "
+                                 "inherits what an earlier compile of the model left in "
+                                 "the process; the same conditions as the warm compile",
     "compile_cache": "npu-bench runs with a fresh, empty npu_inductor cache folder, so cold "
                      "is cold; cache_hits/cache_misses count FX graphs of the cold compile",
     "speedup": "median eager / median backend, backends interleaved call by call",
