@@ -8,10 +8,13 @@ embedding is ``GatherV2`` on axis 0 and its backward ``EmbeddingDenseGrad``; cdi
 
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from npu_inductor.ge.soc import has_kernel
-from npu_inductor.lowering.helpers import cast, norm_axis
+from npu_inductor.lowering.helpers import cast, int_list, norm_axis
+from npu_inductor.lowering.lower import LoweringError
 from npu_inductor.lowering.precision import op_in_float32
 from npu_inductor.lowering.registry import register
 
@@ -97,10 +100,18 @@ def embedding_bag(ctx, weight, indices, offsets, scale_grad_by_freq=False, mode=
              "sparse": bool(sparse), "include_last_offset": bool(include_last_offset),
              "padding_idx": int(padding_idx)}
     specs = ctx.out_specs()
+    if _fast_path_moves_offset2bag(weight, mode, per_sample_weights, padding_idx, specs):
+        # Computed in float32, aten's sum fast path returns an empty offset2bag where the
+        # bf16 call declares one per index: only an unread offset2bag can be left out
+        if _output_read(ctx.node, 1):
+            raise LoweringError(f"EmbeddingBag ({ctx.node.name}): {weight.dtype} weight is "
+                                "computed in float32, whose offset2bag output is empty, and "
+                                "this graph reads it")
+        specs = [specs[0], (specs[1][0], (0,)), *specs[2:]]
     soc = ctx.builder.soc
     if soc is None or has_kernel(soc, "EmbeddingBag", indices=indices.dtype):
-        return op_in_float32(ctx, "EmbeddingBag", [weight, indices, offsets,
-                                                   per_sample_weights], attrs)
+        return _offset2bag_as_declared(ctx, op_in_float32(
+            ctx, "EmbeddingBag", [weight, indices, offsets, per_sample_weights], attrs, specs))
     # The 910B's EmbeddingBag takes and gives int32 only: indices address rows of ``weight``
     # and offsets / bag sizes / positions count elements of ``indices``, so below 2^31 rows
     # and elements every valid value is exact in int32 (an out-of-range index is undefined
@@ -113,4 +124,28 @@ def embedding_bag(ctx, weight, indices, offsets, scale_grad_by_freq=False, mode=
     ints = [cast(ctx, v, torch.int32) for v in (indices, offsets)]
     outs = [(torch.int32 if dt == torch.int64 else dt, shape) for dt, shape in specs]
     ys = op_in_float32(ctx, "EmbeddingBag", [weight, *ints, per_sample_weights], attrs, outs)
-    return tuple(cast(ctx, y, dt) for y, (dt, _) in zip(ys, specs))
+    return _offset2bag_as_declared(ctx, tuple(cast(ctx, y, dt) for y, (dt, _) in zip(ys, specs)))
+
+
+def _fast_path_moves_offset2bag(weight, mode, per_sample_weights, padding_idx, specs) -> bool:
+    """Whether the float32 form takes aten's sum fast path (empty offset2bag) where the
+    traced dtype did not (torch/_meta_registrations.py: meta_embedding_bag)."""
+    fast_dtypes = (torch.float32, torch.float16)
+    return (mode == 0 and padding_idx < 0 and weight.dtype not in fast_dtypes
+            and weight.dtype.is_floating_point and specs[1][1] != (0,))
+
+
+def _output_read(node, index: int) -> bool:
+    return any(u.target is operator.getitem and u.args[1] == index and u.users
+               for u in node.users)
+
+
+def _offset2bag_as_declared(ctx, ys):
+    """The unread offset2bag at the shape the FX graph declares (zeros: nothing reads it)."""
+    declared = ctx.out_specs()
+    if tuple(declared[1][1]) == tuple(ys[1].shape):
+        return ys
+    dtype, shape = declared[1]
+    dims = int_list(ctx, shape, "dims")
+    zero = ctx.op("Fill", [dims, ctx.const(0, dtype, "value")], out=[(dtype, shape)])
+    return (ys[0], zero, *ys[2:])
