@@ -438,7 +438,10 @@ def _register_chebyshev(kind: str, shifted: bool) -> None:
     @register(packet.default, packet.x_scalar, packet.n_scalar,
               capability=supports(*_CHEBYSHEV_OPS))
     def convert(ctx, x, n):
-        m = Math(ctx, internal_dtype(ctx))
+        # U and V: the closed form in float32 misses eager's recurrence (near x = -1, and
+        # overflow for large |x|), so they keep float64 internals, which the 910B gate
+        # refuses (the op runs in eager) rather than give a less accurate answer
+        m = Math(ctx, F64 if kind in "uv" else internal_dtype(ctx))
         y = chebyshev(m, m.value(x), m.value(n), kind, shifted, _float_dtype(ctx.out_dtype))
         return _out(ctx, y)
 
