@@ -32,22 +32,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
     'tests/lowering/test_special.py::test_bessel_jy[special_bessel_y1]':
         "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
-    'tests/lowering/test_special.py::test_chebyshev[special_chebyshev_polynomial_u]':
-        "float32 Chebyshev U/V: the float32 closed form misses eager's recurrence (near x = -1, overflow for large |x|), so the converter keeps float64 internals, which the 910B gate refuses: the op runs in eager (correct) and this GE-only test fails; needs eager's float32 recurrence unrolled for n <= 8",
-    'tests/lowering/test_special.py::test_chebyshev[special_chebyshev_polynomial_v]':
-        "float32 Chebyshev U/V: the float32 closed form misses eager's recurrence (near x = -1, overflow for large |x|), so the converter keeps float64 internals, which the 910B gate refuses: the op runs in eager (correct) and this GE-only test fails; needs eager's float32 recurrence unrolled for n <= 8",
-    'tests/lowering/test_special.py::test_chebyshev[special_shifted_chebyshev_polynomial_u]':
-        "float32 Chebyshev U/V: the float32 closed form misses eager's recurrence (near x = -1, overflow for large |x|), so the converter keeps float64 internals, which the 910B gate refuses: the op runs in eager (correct) and this GE-only test fails; needs eager's float32 recurrence unrolled for n <= 8",
-    'tests/lowering/test_special.py::test_chebyshev[special_shifted_chebyshev_polynomial_v]':
-        "float32 Chebyshev U/V: the float32 closed form misses eager's recurrence (near x = -1, overflow for large |x|), so the converter keeps float64 internals, which the 910B gate refuses: the op runs in eager (correct) and this GE-only test fails; needs eager's float32 recurrence unrolled for n <= 8",
-    'tests/lowering/test_special.py::test_chebyshev_scalar_overloads[special_chebyshev_polynomial_u]':
-        "float32 Chebyshev U/V: the float32 closed form misses eager's recurrence (near x = -1, overflow for large |x|), so the converter keeps float64 internals, which the 910B gate refuses: the op runs in eager (correct) and this GE-only test fails; needs eager's float32 recurrence unrolled for n <= 8",
-    'tests/lowering/test_special.py::test_chebyshev_scalar_overloads[special_chebyshev_polynomial_v]':
-        "float32 Chebyshev U/V: the float32 closed form misses eager's recurrence (near x = -1, overflow for large |x|), so the converter keeps float64 internals, which the 910B gate refuses: the op runs in eager (correct) and this GE-only test fails; needs eager's float32 recurrence unrolled for n <= 8",
-    'tests/lowering/test_special.py::test_chebyshev_scalar_overloads[special_shifted_chebyshev_polynomial_u]':
-        "float32 Chebyshev U/V: the float32 closed form misses eager's recurrence (near x = -1, overflow for large |x|), so the converter keeps float64 internals, which the 910B gate refuses: the op runs in eager (correct) and this GE-only test fails; needs eager's float32 recurrence unrolled for n <= 8",
-    'tests/lowering/test_special.py::test_chebyshev_scalar_overloads[special_shifted_chebyshev_polynomial_v]':
-        "float32 Chebyshev U/V: the float32 closed form misses eager's recurrence (near x = -1, overflow for large |x|), so the converter keeps float64 internals, which the 910B gate refuses: the op runs in eager (correct) and this GE-only test fails; needs eager's float32 recurrence unrolled for n <= 8",
     'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.airy_ai]':
         "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
     'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.bessel_j0]':

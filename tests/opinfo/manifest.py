@@ -37,6 +37,10 @@ INT_BOOL: dict[str, str] = {
 }
 
 FALLBACK: dict[str, str] = {
+    'special.chebyshev_polynomial_u': 'eager fallback: refused by the 910B dtype gate (float64 internals: the float32 closed form misses eager)',
+    'special.chebyshev_polynomial_v': 'eager fallback: refused by the 910B dtype gate (float64 internals: the float32 closed form misses eager)',
+    'special.shifted_chebyshev_polynomial_u': 'eager fallback: refused by the 910B dtype gate (float64 internals: the float32 closed form misses eager)',
+    'special.shifted_chebyshev_polynomial_v': 'eager fallback: refused by the 910B dtype gate (float64 internals: the float32 closed form misses eager)',
     'allclose': 'graph break: Data dependent operator Explanation: Operator `aten.allclose.default` has a non-Tensor output whose value is dependent o',
     'argwhere': "graph break: Dynamic shape operator Explanation: Operator `aten.nonzero.default`'s output shape depends on input Tensor data. Hint: E",
     'bernoulli': 'eager fallback: aten.rand.default x2',
