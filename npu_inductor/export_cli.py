@@ -28,10 +28,14 @@ def parse_input(text: str, low: int, high: int, generator: torch.Generator) -> t
     parts = text.split(":")
     if len(parts) != 3 or not parts[0]:
         raise UsageError(f"--input {text!r}: expected NAME:DTYPE:SHAPE, e.g. x:float32:4,16")
+    from npu_inductor.export_bundle import dtype_of
+    from npu_inductor.exporter import ExportError
+
     name, dtype_name, shape_text = parts
-    dtype = getattr(torch, dtype_name, None)
-    if not isinstance(dtype, torch.dtype):
-        raise UsageError(f"--input {text!r}: unknown dtype {dtype_name!r}")
+    try:
+        dtype = dtype_of(dtype_name)
+    except ExportError:
+        raise UsageError(f"--input {text!r}: unknown dtype {dtype_name!r}") from None
     try:
         shape = [int(d) for d in shape_text.split(",")] if shape_text else []
     except ValueError:
