@@ -13,7 +13,7 @@
     npu::gelu                  -> GeluV2(x; approximate) ("none"), Gelu(x) ("tanh")
     npu::matmul                -> MatMulV2(x1, x2, bias; transpose_x1, transpose_x2) (2-D),
                                   BatchMatMulV2(x1, x2, bias; adj_x1, adj_x2)
-    npu::grouped_linear        -> GroupedMatmul(x=[x]*n, weight=[W1..Wn]; split_item=0,
+    npu::grouped_linear        -> GroupedMatmul(x=[x]*n, weight=[W1..Wn], bias; split_item=0,
                                   group_type=-1, transpose_weight) (n outputs)
     npu::grouped_linear_stacked -> GroupedMatmul(x=[x]*n, weight=[W1..Wn]; split_item=2,
                                   group_type=0, transpose_weight) (one output, rows stacked)
@@ -195,16 +195,19 @@ def grouped_matmul(ctx, x, weight, group_list, group_type, transpose_x, transpos
 
 
 # ---- projections of one input (npu_inductor/ops_projections.py, fuse_projections.py) --------
-def _grouped_linear(ctx, x, weights, split_item: int, group_type: int):
-    attrs = {"split_item": split_item, "group_type": group_type, "transpose_weight": True}
-    return ctx.op("GroupedMatmul", [[x] * len(weights), list(weights), [], [], [], [], []],
+def _grouped_linear(ctx, x, weights, split_item: int, group_type: int, biases=(),
+                    transpose_weight: bool = True):
+    attrs = {"split_item": split_item, "group_type": group_type,
+             "transpose_weight": bool(transpose_weight)}
+    return ctx.op("GroupedMatmul",
+                  [[x] * len(weights), list(weights), list(biases), [], [], [], []],
                   attrs, out=ctx.out_specs())
 
 
 @register(npu.grouped_linear.default)
-def grouped_linear(ctx, x, weights):
-    """grouped_linear(Tensor x, Tensor[] weights) -> Tensor[]"""
-    ys = _grouped_linear(ctx, x, weights, 0, -1)
+def grouped_linear(ctx, x, weights, biases, transpose_weight):
+    """grouped_linear(Tensor x, Tensor[] weights, Tensor[] biases, bool transpose_weight) -> Tensor[]"""  # noqa: E501
+    ys = _grouped_linear(ctx, x, weights, 0, -1, biases, transpose_weight)
     return ys if isinstance(ys, tuple) else (ys,)
 
 

@@ -7,7 +7,7 @@ import collections
 import pytest
 import torch
 import torch.nn.functional as F
-from harness import check_fn, check_ge_ops, ge_op_types
+from harness import check_fn, check_ge_ops, check_model, ge_op_types
 
 from npu_inductor.graph_passes import counters
 from npu_inductor.runtime.kernels.fused import grouped_matmul
@@ -86,14 +86,47 @@ def test_float32_projections_stay_matmuls():
     assert "GroupedMatmul" not in ge_op_types(graphs)
 
 
-def test_projections_with_a_bias_stay_matmuls():
-    """bf16 GroupedMatmul wants a float32 bias: Qwen2's q/k/v keep their matmuls."""
-    x = torch.randn(2, 6, 32, dtype=BF16)
-    wq, wk = _weights(32, 16)
-    b = torch.randn(16, dtype=BF16)
+def _biased(x, wq, wk, bq, bk):
+    return F.linear(x, wq, bq), F.linear(x, wk, bk)
 
-    def fn(x, wq, wk, b):
-        return F.linear(x, wq), F.linear(x, wk, b)
 
-    graphs = check_ge_ops(fn, x, wq, wk, b, ge="BatchMatMulV2", **TOL)
-    assert "GroupedMatmul" not in ge_op_types(graphs)
+@pytest.mark.parametrize("dtype", [torch.float16, BF16])
+def test_biased_projections_group_where_the_bias_dtype_allows(dtype):
+    """fp16: the fp16 biases go in as they are. bf16: GroupedMatmul wants float32 biases,
+    which only frozen (constant) biases give without a Cast per call: these stay matmuls."""
+    x = torch.randn(2, 6, 32, dtype=dtype)
+    bq, bk = torch.randn(16, dtype=dtype), torch.randn(16, dtype=dtype)
+    graphs = check_fn(_biased, x, *_weights(16, 16, dtype=dtype), bq, bk, **TOL)
+    grouped = "GroupedMatmul" in ge_op_types(graphs)
+    assert grouped == (dtype == torch.float16), ge_op_types(graphs)
+
+
+def test_frozen_bf16_biases_group_with_float32_copies():
+    class QK(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k = torch.nn.Linear(32, 16), torch.nn.Linear(32, 16)
+
+        def forward(self, x):
+            return self.q(x), self.k(x)
+
+    torch.manual_seed(0)
+    before = counters["fuse_grouped_matmul"]
+    graphs = check_model(QK().to(BF16).eval(), (torch.randn(2, 6, 32, dtype=BF16),),
+                         train=False, options={"freeze_parameters": True}, **TOL)
+    assert counters["fuse_grouped_matmul"] == before + 1
+    (gmm,) = [op for g in graphs for op in g.lowered.graph.ops if op.type == "GroupedMatmul"]
+    biases = [d for d in gmm.input_descs if d.name.startswith("bias")]
+    assert len(biases) == 2 and {d.dtype for d in biases} == {torch.float32}, biases
+
+
+def test_kernel_bias_is_added_before_rounding():
+    x = torch.randn(4, 32, dtype=BF16)
+    ws, bs = _weights(8, 8), [torch.randn(8), torch.randn(8)]
+    ys = grouped_matmul([x, x], ws, bias=bs, split_item=0, group_type=-1,
+                        transpose_weight=True)
+    for y, w, b in zip(ys, ws, bs):
+        torch.testing.assert_close(y, F.linear(x.float(), w.float(), b).to(BF16))
+    with pytest.raises(ValueError, match="bias"):  # a bf16 bias: the device wants float32
+        grouped_matmul([x, x], ws, bias=[b.to(BF16) for b in bs], split_item=0,
+                       group_type=-1, transpose_weight=True)

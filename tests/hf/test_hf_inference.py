@@ -45,8 +45,8 @@ FROZEN = {"freeze_parameters": True}
 #   mixtral   expert MLPs: one SwiGlu per layer on the grouped gate/up matmul (GroupedMatmul);
 #             the routing (topk, sort, scatter) in the same graph.
 # Projections of one input without bias become one GroupedMatmul (fuse_grouped_matmul):
-# q/k/v per layer (not qwen2's, which have a bias; not phi3 / gpt_neox / gpt2, whose qkv is
-# one linear already), and gemma's GELU gate/up pair.
+# q/k/v per layer (qwen2's with their frozen biases as float32 constants; not phi3 /
+# gpt_neox / gpt2, whose qkv is one linear already), and gemma's GELU gate/up pair.
 _LLAMA_LIKE = {"fuse_rms_norm": 5, "fuse_add_rms_norm": 4, "fuse_rotary": 4,
                "fuse_apply_rotary_pos_emb": 2, "fuse_attention": 2, "fuse_swiglu_merged": 2,
                "fuse_grouped_matmul": 2}
@@ -54,7 +54,7 @@ EXPECTED_FUSIONS: dict[str, dict[str, int]] = {
     "llama": _LLAMA_LIKE,
     "llama_eager_attn": _LLAMA_LIKE,
     "mistral": _LLAMA_LIKE,
-    "qwen2": {k: v for k, v in _LLAMA_LIKE.items() if k != "fuse_grouped_matmul"},
+    "qwen2": _LLAMA_LIKE,
     "gemma": {"fuse_rms_norm": 5, "fuse_rotary": 4, "fuse_apply_rotary_pos_emb": 2,
               "fuse_attention": 2, "fuse_grouped_matmul": 4},
     "phi3": {"fuse_rms_norm": 5, "fuse_add_rms_norm": 4, "fuse_rotary": 4,
@@ -77,7 +77,6 @@ FUSED_OPS = {
                 "GroupedMatmul", "TopKV2", "Sort"},
 }
 FUSED_OPS["mistral"] = FUSED_OPS["qwen2"] = FUSED_OPS["llama_eager_attn"] = FUSED_OPS["llama"]
-FUSED_OPS["qwen2"] = FUSED_OPS["llama"] - {"GroupedMatmul"}
 
 
 
