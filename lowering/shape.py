@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from npu_inductor.ge.ir import Value
+from npu_inductor.ge.ir import DYNAMIC_DIM, Value
 from npu_inductor.ge.op_specs import OpSpecError, get_spec
 from npu_inductor.ge.soc import DeviceDtypeError, has_kernel
 from npu_inductor.lowering.helpers import cast, int_list, norm_axis
@@ -208,11 +208,26 @@ def reshape_default(ctx, self, shape):
     return view(ctx, self, shape)
 
 
+def _moves_only_unit_axes(x: Value, perm: Sequence[int]) -> bool:
+    """The permutation keeps the order of every axis longer than 1 (static shape): the
+    bytes do not move, so the result is a ``Reshape`` (a [B, 1, N, D] <-> [B, N, 1, D]
+    decode-step query, key or value)."""
+    if DYNAMIC_DIM in x.shape or not all(isinstance(d, int) for d in x.shape):
+        return False
+    kept = [p for p in perm if x.shape[p] != 1]
+    return kept == sorted(kept)
+
+
+def _permuted(ctx, x: Value, perm: list[int]) -> Value:
+    if perm != list(range(x.rank)) and _moves_only_unit_axes(x, perm):
+        return reshape(ctx, x, [x.shape[p] for p in perm], suffix="")
+    return move(ctx, "Transpose", [x, int_list(ctx, perm, "perm")])
+
+
 @register(aten.permute.default, aten.permute_copy.default)
 def permute(ctx, self, dims):
     """permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
-    perm = [norm_axis(d, self.rank) for d in dims]
-    return move(ctx, "Transpose", [self, int_list(ctx, perm, "perm")])
+    return _permuted(ctx, self, [norm_axis(d, self.rank) for d in dims])
 
 
 @register(aten.t.default, aten.t_copy.default)
@@ -230,7 +245,7 @@ def transpose_int(ctx, self, dim0, dim1):
     if self.rank:
         a, b = norm_axis(dim0, self.rank), norm_axis(dim1, self.rank)
         perm[a], perm[b] = perm[b], perm[a]
-    return move(ctx, "Transpose", [self, int_list(ctx, perm, "perm")])
+    return _permuted(ctx, self, perm)
 
 
 @register(aten.expand.default, aten.expand_copy.default)

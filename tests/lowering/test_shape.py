@@ -296,3 +296,13 @@ def test_int64_constant_pad_concatenates_blocks():
     graphs = check_ge_ops(lambda t: torch.nn.functional.pad(t, (1, 2), value=-100), labels,
                           ge="ConcatV2")
     assert not any(op.type == "PadV3" for g in graphs for op in g.lowered.graph.ops)
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.transpose(1, 2) * 2,
+                                lambda x: x.permute(0, 2, 1, 3) * 2])
+def test_transpose_of_a_unit_axis_is_a_reshape(fn):
+    """[B, 1, N, D] -> [B, N, 1, D] (a decode step's query/key/value) moves no byte: Reshape
+    (a view on the host), no Transpose; a transpose of two longer axes stays a Transpose."""
+    graphs = check_fn(fn, make((2, 1, 4, 8), torch.float32))
+    assert "Transpose" not in ge_ops(graphs) and "Reshape" in ge_ops(graphs)
+    assert "Transpose" in ge_ops(check_fn(fn, make((2, 3, 4, 8), torch.float32)))
