@@ -30,6 +30,7 @@ import torch
 from npu_inductor.ge.device_rules import check_graph, input_index_by_name
 from npu_inductor.ge.ir import Graph, OpNode
 from npu_inductor.ge.op_specs import get_spec
+from npu_inductor.runtime import attention_chain
 from npu_inductor.runtime.kernels import KERNELS, OUT_KERNELS, RUNTIME, SPECIALIZERS
 from npu_inductor.runtime.memory_plan import (
     ALIAS_OPS,
@@ -56,6 +57,7 @@ class Step:
     outs: tuple[int, ...]
     sigs: tuple[tuple[torch.dtype | None, tuple[int, ...]], ...]  # (dtype, shape) per output
     compute: torch.dtype | None = None  # precision_mode moved the op to this dtype
+    chain: tuple[Step, ...] = ()  # a fused attention chain's op steps (attention_chain.py)
 
 
 @dataclass(frozen=True)
@@ -102,12 +104,17 @@ def _nbytes(sig: tuple[torch.dtype | None, tuple[int, ...]]) -> int | None:
 class HostModel:
     """A loaded GE graph, executable with host kernels in a planned workspace."""
 
-    def __init__(self, graph: Graph, allocator: Any = None, *, memory_plan: bool = True) -> None:
+    def __init__(self, graph: Graph, allocator: Any = None, *, memory_plan: bool = True,
+                 fuse_attention: bool | None = None) -> None:
         self.graph = graph
+        # run fp32 attention chains as one kernel (runtime/attention_chain.py); None: env
+        self.fuse_attention = attention_chain.enabled() if fuse_attention is None \
+            else fuse_attention
         self.allocator = allocator
         self.inputs = graph.data_ops()
         self.consts: dict[int, torch.Tensor] = {}
-        self.steps: list[Step] = []
+        self.steps: list[Step] = []     # what runs: op steps, attention chains fused
+        self.op_steps: list[Step] = []  # one step per GE op (op-by-op debugging)
         self.data_slots: list[int] = []
         self.output_slots: tuple[int, ...] = ()
         self.output_sigs: list[tuple] = []
@@ -157,6 +164,8 @@ class HostModel:
                      if not k.startswith("_")}  # private GE attrs (port-name maps)
             self.steps.append(Step(op, self._kernel(op, args, attrs), args, attrs, outs,
                                    tuple(sig_of[s] for s in outs)))
+        self.op_steps = self.steps
+        self.steps = self._fused(self.op_steps)
         self._produced = {s for st in self.steps for s in st.outs}
 
     def _kernel(self, op: OpNode, args: tuple, attrs: dict[str, Any]) -> Callable[..., Any]:
@@ -171,6 +180,11 @@ class HostModel:
                 return fn
         return KERNELS[op.type]
 
+    def _fused(self, steps: list[Step]) -> list[Step]:
+        if not self.fuse_attention:
+            return steps
+        return attention_chain.fuse_chains(steps, set(self.output_slots), self.consts)
+
     def set_precision_mode(self, mode: str, soc: str) -> None:
         """Compute each op in the dtype ATC's ``precision_mode`` would pick on ``soc``
         (``runtime/precision.py``); ``compute_dtypes`` names the ops moved."""
@@ -180,13 +194,14 @@ class HostModel:
             return
         self.precision_mode = mode
         steps, self.compute_dtypes = [], {}
-        for st in self.steps:
+        for st in self.op_steps:
             base = self._kernel(st.op, st.args, st.attrs)
             fn, compute = precision.apply(st.op, base, mode, soc)
             steps.append(replace(st, fn=fn, compute=compute))
             if compute is not None:
                 self.compute_dtypes[st.op.name] = compute
-        self.steps = steps
+        self.op_steps = steps
+        self.steps = self._fused(steps)
         self.set_memory_plan(self.memory_plan_enabled)
 
     # ---- binding outputs to memory ---------------------------------------------------------
@@ -390,7 +405,7 @@ class _Accounting:
 
 
 def _can_out(st: Step) -> bool:
-    return (st.compute is None and st.op.type in OUT_KERNELS and len(st.outs) == 1
+    return (st.compute is None and not st.chain and st.op.type in OUT_KERNELS and len(st.outs) == 1
             and st.op.type not in VIEW_OPS and _nbytes(st.sigs[0]) is not None)
 
 
