@@ -80,15 +80,12 @@ def fuse_chains(steps: list, graph_outputs: set[int], consts: dict[int, torch.Te
     matches = find_chains(steps, graph_outputs, consts)
     if not matches:
         return steps
-    fused = {m.bmm2: m for m in matches}
-    gone = {i for m in matches for i in m.indices} - set(fused)
-    out = []
-    for i, st in enumerate(steps):
-        if i in fused:
-            out.append(_fused_step(steps, fused[i], consts))
-        elif i not in gone:
-            out.append(st)
-    return out
+    fused, gone = {}, set()
+    for m in matches:
+        mask = _causal_program(steps, m, graph_outputs, consts)
+        fused[m.bmm2] = _fused_step(steps, m, consts, mask)
+        gone |= set(m.indices) | set(mask[0] if mask else ())
+    return [fused.get(i, st) for i, st in enumerate(steps) if i in fused or i not in gone]
 
 
 def find_chains(steps: list, graph_outputs: set[int],
@@ -174,48 +171,107 @@ def _last_axis_softmax(st: Any) -> bool:
                                                                                  [rank - 1])
 
 
-def _fused_step(steps: list, m: ChainMatch, consts: dict) -> Any:
-    """One step in ``bmm2``'s place; args (q, k, v, reshape1 shape, reshape2 shape, masks,
-    scale Const), the chain's inputs from outside it."""
+def _causal_program(steps: list, m: ChainMatch, graph_outputs: set[int],
+                    consts: dict) -> tuple[tuple[int, ...], int, int] | None:
+    """A mask of the chain built only for it as the causal band of a dynamic graph
+    (``lowering/symbolic.upper_mask``)::
+
+        SelectV2(Greater(Unsqueeze(Range(0, cols, 1), [0]), Unsqueeze(Range(0, rows, 1), [1])),
+                 -inf, 0)
+
+    -> (its steps, the ``rows`` and ``cols`` slots): the fused step need not build it."""
+    producer = {s: i for i, st in enumerate(steps) for s in st.outs}
+    reads: dict[int, int] = {}
+    for st in steps:
+        for s in _slots(st.args):
+            reads[s] = reads.get(s, 0) + 1
+
+    def made_by(slot: Any, op_type: str, nargs: int) -> int | None:
+        i = producer.get(slot) if isinstance(slot, int) else None
+        ok = i is not None and steps[i].op.type == op_type and len(steps[i].args) == nargs \
+            and reads.get(slot) == 1 and slot not in graph_outputs and len(steps[i].outs) == 1
+        return i if ok else None
+
+    masks = [x for a in m.adds for x in steps[a].args if x not in _outs(steps, m.indices)]
+    if len(masks) != 1 or (sel := made_by(masks[0], "SelectV2", 3)) is None:
+        return None
+    cond, neg, zero = steps[sel].args
+    if _scalar(consts, zero) != 0 or not _scalar(consts, neg) <= torch.finfo(
+            torch.float32).min or (gt := made_by(cond, "Greater", 2)) is None:
+        return None
+    found = []
+    for slot, axis in zip(steps[gt].args, (0, 1)):  # Greater(col index, row index)
+        u = made_by(slot, "Unsqueeze", 1)
+        if u is None or list(steps[u].attrs.get("axes", ())) != [axis]:
+            return None
+        r = made_by(steps[u].args[0], "Range", 3)
+        if r is None or _scalar(consts, steps[r].args[0]) != 0 \
+                or _scalar(consts, steps[r].args[2]) != 1:
+            return None
+        found.append((r, u, steps[r].args[1]))
+    (rc, uc, cols), (rr, ur, rows) = found
+    return (rc, uc, rr, ur, gt, sel), rows, cols
+
+
+def _scalar(consts: dict, slot: Any) -> float | None:
+    c = consts.get(slot) if isinstance(slot, int) else None
+    return float(c.reshape(())) if c is not None and c.numel() == 1 else None
+
+
+def _outs(steps: list, indices: Any) -> set[int]:
+    return {s for i in indices for s in steps[i].outs}
+
+
+def _fused_step(steps: list, m: ChainMatch, consts: dict, causal: tuple | None) -> Any:
+    """One step in ``bmm2``'s place. Args: q, k, v, the Reshapes' shapes, the masks, the
+    causal band's (rows, cols) when its mask program is fused too, then every other input
+    the op-by-op path needs."""
     b1, b2 = steps[m.bmm1], steps[m.bmm2]
-    chain = tuple(steps[i] for i in m.indices)
-    inside = {s for st in chain for s in st.outs}
+    program = tuple(sorted(m.indices + (causal[0] if causal else ())))
+    inside = _outs(steps, program)
     masks = tuple(x for a in m.adds for x in steps[a].args if x not in inside)
     shape1 = steps[m.reshape1].args[1] if m.reshape1 is not None else None
     shape2 = steps[m.reshape2].args[1] if m.reshape2 is not None else None
-    factor, const = 1.0, None
+    limits = causal[1:] if causal else ()
+    named = (b1.args[0], b1.args[1], b2.args[1], shape1, shape2, masks, limits)
+    listed = set(_slots(named))
+    extras = tuple(dict.fromkeys(s for i in program for s in _slots(steps[i].args)
+                                 if s not in inside and s not in listed))
+    args = (*named, extras)
+    factor = 1.0
     if m.scale is not None:
-        factor = _scale_of(steps[m.scale], steps[m.scale].args[0]
-                           if steps[m.scale].args[0] in inside else steps[m.scale].args[1],
-                           consts)
-        const = next(x for x in steps[m.scale].args if x not in inside)
-    args = (b1.args[0], b1.args[1], b2.args[1], shape1, shape2, masks, const)
-    kernel = AttentionChainKernel(chain, args, factor, bool(b1.attrs.get("adj_x2")),
-                                  bool(b2.attrs.get("adj_x2")))
-    return replace(b2, fn=kernel, args=args, attrs={}, chain=chain)
+        sc = steps[m.scale]
+        factor = _scale_of(sc, sc.args[0] if sc.args[0] in inside else sc.args[1], consts)
+    const = consts.get(masks[0]) if len(masks) == 1 else None
+    const_causal = const is not None and const.dim() == 2 and const.is_floating_point() \
+        and _is_causal(const)
+    kernel = AttentionChainKernel(tuple(steps[i] for i in program), args, factor,
+                                  bool(b1.attrs.get("adj_x2")), bool(b2.attrs.get("adj_x2")),
+                                  const_causal)
+    return replace(b2, fn=kernel, args=args, attrs={}, chain=kernel.chain)
 
 
 class AttentionChainKernel:
     """The fused step's kernel: one flash-attention call, or the chain's own kernels."""
 
-    def __init__(self, chain: tuple, args: tuple, scale: float, k_adj: bool,
-                 v_adj: bool) -> None:
+    def __init__(self, chain: tuple, args: tuple, scale: float, k_adj: bool, v_adj: bool,
+                 const_causal: bool = False) -> None:
         self.chain, self.slots, self.scale = chain, args, scale
-        self.k_adj, self.v_adj = k_adj, v_adj
+        self.k_adj, self.v_adj, self.const_causal = k_adj, v_adj, const_causal
         self.names = " -> ".join(f"{st.op.name} ({st.op.type})" for st in chain)
 
-    def __call__(self, q, k, v, shape1=None, shape2=None, masks=(), const=None):
+    def __call__(self, q, k, v, shape1=None, shape2=None, masks=(), limits=(), extras=()):
         try:
-            out = self.fast(q, k, v, shape1, shape2, list(masks))
+            out = self.fast(q, k, v, shape1, shape2, list(masks), limits)
         except Exception as e:
             raise RuntimeError(f"fused attention chain {self.names}: {e}") from e
         if out is not None:
             _STATS["fast"] += 1
             return out
         _STATS["fallback"] += 1
-        return self.op_by_op(q, k, v, shape1, shape2, masks, const)
+        return self.op_by_op(q, k, v, shape1, shape2, masks, limits, extras)
 
-    def fast(self, q, k, v, shape1, shape2, masks) -> torch.Tensor | None:
+    def fast(self, q, k, v, shape1, shape2, masks, limits=()) -> torch.Tensor | None:
         """One flash-attention call, or None when a run-time check fails."""
         if not self.k_adj:  # BatchMatMulV2(q, k, adj_x2) takes k as [S, D], else k^T
             k = k.mT
@@ -235,7 +291,14 @@ class AttentionChainKernel:
             return None  # rows of the view must be query rows of one key batch
         lq = view[-2]
         g, bk = mq // lq, math.prod(b)
-        mask = _combined(masks, view, bk, g)
+        if limits:  # the causal band's mask program, fused: its sizes must be the scores'
+            if [int(n) for n in limits] != [lq, s] or masks:
+                return None
+            mask = CAUSAL
+        elif self.const_causal and masks[0].shape == (lq, s):
+            mask = CAUSAL
+        else:
+            mask = _combined(masks, view, bk, g)
         if mask is False:
             return None
         # the CPU flash kernel misreads operands whose last dim is strided (k^T.mT)

@@ -70,6 +70,7 @@ class Bound:
     frees: tuple[int, ...]
     detach: bool = False           # a planned output overlaps a planned input's bytes
     notask: bool = False           # a view op whose planned output is its input's bytes
+    private: bool = False          # a graph output viewing a fresh result only it reads
 
 
 def _arg_layout(op: OpNode, slot_of: dict[str, int]) -> tuple:
@@ -224,11 +225,14 @@ class HostModel:
         reads = _read_counts(self.steps)
         dests: dict[int, tuple] = {}
         use_out: list[bool] = []
+        handed = _handed_over(self.steps, graph_outs, reads)
         for st in self.steps:
             src = _flat(st.args)[0] if _flat(st.args) else None
             for s in st.outs:
                 if s in graph_outs:
                     dests[s] = ("graph",)
+                elif s in handed:  # its memory goes to the user through a view
+                    dests[s] = ("keep",)
                 elif not planned or st.op.type in ALIAS_OPS or (
                         st.op.type in VIEW_OPS and dests.get(src, ("x",))[0] != "ws"):
                     dests[s] = ("keep",) if reads.get(s) else ("drop",)
@@ -247,7 +251,9 @@ class HostModel:
                 return self._bind(planned=False)
         frees = _frees(self.steps, dests, graph_outs | external)
         return [Bound(st, u, tuple(dests[s] for s in st.outs), f,
-                      not u and _shares_bytes(st, self.plan), _no_task(st, dests, self.plan))
+                      not u and _shares_bytes(st, self.plan), _no_task(st, dests, self.plan),
+                      bool(_flat(st.args)) and _flat(st.args)[0] in handed
+                      and st.op.type in VIEW_OPS)
                 for st, u, f in zip(self.steps, use_out, frees)]
 
     def _plan_steps(self, use_out: list[bool]) -> list[PlanStep]:
@@ -404,6 +410,25 @@ class _Accounting:
         self.blocks.clear()
 
 
+# Kernels whose result (called without out=) is always new memory of its own.
+_FRESH_OPS = frozenset({"MatMulV2", "BatchMatMulV2"})
+
+
+def _handed_over(steps: list[Step], graph_outs: set[int], reads: dict[int, int]) -> set[int]:
+    """Results of fresh-memory kernels whose one reader is a view op giving a graph output
+    (a matmul reshaped to the logits): kept out of the workspace, the view is handed to the
+    user as it is instead of being copied (nothing else can reach those bytes)."""
+    fresh = {st.outs[0]: st for st in steps if st.op.type in _FRESH_OPS and len(st.outs) == 1}
+    out = set()
+    for st in steps:
+        args = _flat(st.args)
+        if st.op.type in VIEW_OPS and len(st.outs) == 1 and st.outs[0] in graph_outs \
+                and args and args[0] in fresh and reads.get(args[0]) == 1 \
+                and args[0] not in graph_outs and fresh[args[0]].compute is None:
+            out.add(args[0])
+    return out
+
+
 def _can_out(st: Step) -> bool:
     return (st.compute is None and not st.chain and st.op.type in OUT_KERNELS and len(st.outs) == 1
             and st.op.type not in VIEW_OPS and _nbytes(st.sigs[0]) is not None)
@@ -432,7 +457,7 @@ def _run_step(b: Bound, vals: list[Any], views: dict[int, torch.Tensor],
         if kind == "ws":
             vals[s] = _store(r, views[s])
         elif kind == "graph":
-            vals[s] = _hand_over(r, sig, args, ws_ptr)
+            vals[s] = _hand_over(r, sig, [] if b.private else args, ws_ptr)
         elif kind == "keep":
             vals[s] = r
 

@@ -72,6 +72,20 @@ def test_causal_gqa_chain_runs_fused_and_matches(dynamic):
     # the GE graph itself is unchanged: what the 910B accepts for fp32 attention
     counts = model.graph.op_counts()
     assert counts["BatchMatMulV2"] == 2 and counts["SoftmaxV2"] == 1
+    # a dynamic graph builds its causal mask from Range ops: fused too (not built at all)
+    fused_types = {st.op.type for st in _chains(fm)[0].chain}
+    assert ("SelectV2" in fused_types) == dynamic and "SelectV2" not in {
+        st.op.type for st in fm.steps}
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_fallback_runs_the_op_kernels(dynamic, monkeypatch):
+    """When a run-time check fails, the fused step runs its ops' kernels (the mask
+    program included): bitwise what the unfused model gives."""
+    model, inputs = _loaded(_gqa_causal, *_qkv(), dynamic=dynamic)
+    monkeypatch.setattr(attention_chain.AttentionChainKernel, "fast", lambda *a: None)
+    plain, fused, _ = _both(model, inputs)
+    assert torch.equal(fused[0], plain[0])
 
 
 def test_causal_with_fewer_queries_than_keys():
