@@ -173,6 +173,8 @@ class _Analysis:
             return self._attention(node)
         if t in (aten.slice.Tensor, aten.select.int, aten.narrow.default):
             return self._slice(node, tails)
+        if t is aten.stack.default:  # a new (unpadded) dim: valid rows stack valid rows
+            return ZERO if all(x == ZERO for x in tails) else ANY
         if t in (aten.cat.default, aten.split_with_sizes.default, aten.split.Tensor):
             return self._along_unpadded(node, tails)
         if t is aten.native_layer_norm.default:

@@ -173,3 +173,18 @@ def test_softmax_over_an_unmasked_padded_dim_is_still_refused():
     report = _safety(_eager_attention(lambda m: m[:, None, None, :].float()),
                      *_attn_inputs(), padded=(1,))
     assert not report.safe and "_softmax" in report.reason
+
+
+def test_stack_is_proven_and_keeps_a_zero_tail():
+    def f(x, y):  # the zero tail survives the stack, so the sum over the padded dim is exact
+        return torch.stack([x, y * 2], dim=0).sum(-1)
+
+    x, y = torch.randn(3, 5), torch.randn(3, 5)
+    assert _safety(f, x, y, padded=(1,)).safe
+    compiled = torch.compile(f, backend="npu", options={"shape_buckets": {"x": {1: [8]},
+                                                                          "y": {1: [8]}}})
+    with record_graphs() as graphs:
+        for n in (3, 5, 7):
+            x, y = torch.randn(3, n), torch.randn(3, n)
+            torch.testing.assert_close(compiled(x, y), f(x, y))
+    assert buckets.REPORTS[-1].safety.safe and len(graphs) == 1
