@@ -89,6 +89,7 @@ class Settings:
     warmup: int = 3
     seed: int = 0
     lr: float = 1e-3
+    precompile: bool = False  # npu's fresh-process cold/warm with npu_inductor.precompile
 
 
 @dataclass

@@ -45,7 +45,8 @@ WARM_KIND = "fresh_process_warm_cache"
 def spec(model: str, mode: str, settings: Any, options: dict[str, Any]) -> dict[str, Any]:
     return {"model": model, "mode": mode, "dtype": str(settings.dtype).removeprefix("torch."),
             "batch_size": settings.batch_size, "seed": settings.seed, "lr": settings.lr,
-            "threads": torch.get_num_threads(), "options": options}
+            "threads": torch.get_num_threads(), "options": options,
+            "precompile": getattr(settings, "precompile", False)}
 
 
 def measure_in_fresh_process(job: dict[str, Any], timeout: float = 900,
@@ -86,7 +87,7 @@ def compare(models: list[str], modes: list[str], reps: int = 3, precompile: bool
         for mode in modes:
             if mode == "training" and not ZOO[model].trainable:
                 continue
-            base = {**spec(model, mode, Settings(), options or {}), "precompile": precompile}
+            base = spec(model, mode, Settings(precompile=precompile), options or {})
             times: dict[str, list[float]] = {"aot_eager": [], "cold": [], "warm": []}
             loads, warm_counters = [], {}
             with tempfile.TemporaryDirectory(prefix="npu_bench_warm_") as filled:
