@@ -121,8 +121,7 @@ def precompile(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None 
         return Precompiled(model, fn, options, dynamic, compiled, "hit")
     cache.COUNTERS["precompile_miss"] += 1
     try:
-        compiled = torch.compile(fn, backend="npu", fullgraph=True, options=options,
-                                 dynamic=dynamic).aot_compile((full, kwargs))
+        compiled = _aot_compile(fn, full, kwargs, options, dynamic)
         store(path, key, _serialize(compiled), _name(fn))
     except user_errors():  # the same error torch.compile would raise on the first call
         raise
@@ -133,6 +132,19 @@ def precompile(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None 
         torch._dynamo.reset()
         return Precompiled(model, fn, options, dynamic, None, "fallback")
     return Precompiled(model, fn, options, dynamic, compiled, "miss")
+
+
+def _aot_compile(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                 options: dict[str, Any], dynamic: bool | None) -> Any:
+    """torch's ``aot_compile``, with FX graph modules recompiled lazily as Dynamo's own
+    frame compile does (``aot_compile_fullgraph`` does not: each of the passes' ~24
+    ``gm.recompile()`` then generates code, +2 s on a bert compile)."""
+    from torch.fx._lazy_graph_module import _use_lazy_graph_module
+
+    compiled = torch.compile(fn, backend="npu", fullgraph=True, options=options,
+                             dynamic=dynamic)
+    with _use_lazy_graph_module(torch._dynamo.config.use_lazy_graph_module):
+        return compiled.aot_compile((args, kwargs))
 
 
 def _name(fn: Any) -> str:
