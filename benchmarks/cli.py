@@ -75,6 +75,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-len", type=int, default=96, help="dynamic stream max sequence")
     p.add_argument("--max-new", type=int, default=16, help="serve stream max new tokens")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--precompile", action="store_true", help="graph mode's fresh-process "
+                   "cold and warm compiles use npu_inductor.precompile (no Dynamo trace warm)")
     p.add_argument("--out", type=Path, help="write CSV, JSON, Markdown and PNG charts here")
     p.add_argument("--profile-compile", action="store_true",
                    help="cProfile graph mode's cold compile of each model and mode")
@@ -110,7 +112,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(dtype=DTYPES[args.dtype], batch_size=args.batch_size,
                     repeat=args.repeat or quick.get("repeat", 20),
                     warmup=args.warmup if args.warmup is not None else quick.get("warmup", 3),
-                    seed=args.seed)
+                    seed=args.seed, precompile=args.precompile)
 
 
 def cases(models: list[ZooModel], modes: list[str]) -> list[tuple[ZooModel, str]]:
