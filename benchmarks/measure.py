@@ -72,6 +72,80 @@ def time_call(fn: Callable[[], Any]) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
+# ---- CPU and wall time of passes over a stream (dynamic and serve modes) -------------------
+@dataclass
+class Times:
+    """Seconds of CPU time (``time.process_time``: every thread of this process, waiting
+    for a CPU excluded) and of wall time. With ``--threads 1`` a competing load barely
+    changes the CPU time, so published stream figures use it; wall time is kept beside it."""
+
+    cpu: float = 0.0
+    wall: float = 0.0
+
+    def __add__(self, other: Times) -> Times:
+        return Times(self.cpu + other.cpu, self.wall + other.wall)
+
+    def __sub__(self, other: Times) -> Times:
+        return Times(self.cpu - other.cpu, self.wall - other.wall)
+
+
+def now() -> Times:
+    return Times(time.process_time(), time.perf_counter())
+
+
+@contextlib.contextmanager
+def timed(into: Times | None = None) -> Iterator[Times]:
+    """Add the block's CPU and wall seconds to ``into`` (a new ``Times`` by default)."""
+    total = Times() if into is None else into
+    start = now()
+    try:
+        yield total
+    finally:
+        spent = now() - start
+        total.cpu, total.wall = total.cpu + spent.cpu, total.wall + spent.wall
+
+
+@dataclass(frozen=True)
+class Warm:
+    """How long the warm (steady-state) passes run: at least ``passes`` passes and
+    ``cpu_s`` CPU seconds of the measured variant (``--warm-s``, ``--passes``)."""
+
+    cpu_s: float = 5.0
+    passes: int = 3
+
+
+def warm_passes(run_pass: Callable[[int], Times], min_cpu_s: float, min_passes: int,
+                max_passes: int = 200) -> list[Times]:
+    """Run ``run_pass(i)`` (returns the measured variant's time in pass ``i``) until at
+    least ``min_passes`` ran and their CPU seconds add up to ``min_cpu_s``, or
+    ``max_passes`` ran."""
+    passes: list[Times] = []
+    while len(passes) < max_passes and (
+            len(passes) < max(min_passes, 1) or sum(p.cpu for p in passes) < min_cpu_s):
+        passes.append(run_pass(len(passes)))
+    return passes
+
+
+def settle(run_pass: Callable[[], Times], compiles: Callable[[], int],
+           max_passes: int = 4) -> list[Times]:
+    """Cold passes: the first pass, then more while a pass still compiled something (a
+    policy that records sizes in eager first compiles late), at most ``max_passes``."""
+    passes: list[Times] = []
+    compiled = True
+    while compiled and len(passes) < max_passes:
+        before = compiles()
+        passes.append(run_pass())
+        compiled = compiles() > before
+    return passes
+
+
+def median_ratio(num: list[float], den: list[float]) -> float:
+    """Median over passes of ``num[i] / den[i]`` (one pass's load spike moves one ratio)."""
+    if not num or len(num) != len(den):
+        raise ValueError(f"median_ratio needs equal, non-empty lists ({len(num)}, {len(den)})")
+    return statistics.median(n / d for n, d in zip(num, den))
+
+
 def _memory_events(prof: profile) -> list[tuple[int, int]]:
     events = prof.profiler.kineto_results.events()
     return sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
