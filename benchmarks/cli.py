@@ -258,8 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     with fresh_caches():
         rows = run_all(args, settings, models, modes)
-        if rows or "serve" not in modes:
-            report.print_table(rows, machine)
+        others = [r for r in rows if r.mode != "dynamic"]  # the streams print their own tables
+        if others or not {"dynamic", "serve"} & set(modes):
+            report.print_table(others, machine)
         if "dynamic" in modes:
             from npu_inductor.benchmarks.dynamic import format_table
 
@@ -270,7 +271,10 @@ def main(argv: list[str] | None = None) -> int:
             from npu_inductor.benchmarks.layer_ops import layer_ops_report
 
             summary += layer_ops_report()
-        print("\n".join(summary + [f"total wall time {time.perf_counter() - start:.1f} s"]))
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+        print("\n".join(summary + [f"total wall time {time.perf_counter() - start:.1f} s, "
+                                   f"process CPU time {time.process_time():.1f} s, load "
+                                   f"average at the end {load}"]))
         if args.profile_compile:
             from npu_inductor.benchmarks.profile_compile import profile_models
 

@@ -39,10 +39,9 @@ from npu_inductor.benchmarks.measure import (
     judge,
     median_ratio,
     recording,
-    settle,
+    stream_passes,
     tensors,
     timed,
-    warm_passes,
 )
 from npu_inductor.benchmarks.report import cell
 from npu_inductor.benchmarks.results import Row, ratio
@@ -102,11 +101,11 @@ def _cold_pass(fn: Callable[..., Any], requests: list,
     return t
 
 
-def _warm_pass(model: nn.Module, fn: Callable[..., Any], requests: list, index: int,
-               eager: list[Times]) -> Times:
+def _warm_pass(model: nn.Module, fn: Callable[..., Any], requests: list,
+               index: int) -> tuple[Times, Times]:
     """Eager and ``fn`` over the stream, interleaved request by request (which runs first
-    alternates, so neither always finds the other's data in the caches); eager's time is
-    appended to ``eager``, ``fn``'s returned."""
+    alternates, so neither always finds the other's data in the caches); returns
+    (``fn``'s time, eager's time)."""
     mine, theirs = Times(), Times()
     with torch.no_grad():
         for i, r in enumerate(requests):
@@ -114,8 +113,7 @@ def _warm_pass(model: nn.Module, fn: Callable[..., Any], requests: list, index: 
             for call, into in calls if (i + index) % 2 == 0 else calls[::-1]:
                 with timed(into):
                     call(*r)
-    eager.append(theirs)
-    return mine
+    return mine, theirs
 
 
 def measure_stream(model: nn.Module, fn: Callable[..., Any], requests: list, row: Row,
@@ -123,17 +121,16 @@ def measure_stream(model: nn.Module, fn: Callable[..., Any], requests: list, row
     """Cold passes (compiles) then warm passes; fills the row's times, returns the first
     pass's outputs. Ratios and ``compile`` figures are CPU time, ``*_wall`` wall time."""
     outs: list[list[list[torch.Tensor]]] = []
-    cold = settle(lambda: _cold_pass(fn, requests, outs), compiles)
-    cold_compiles, eager = compiles(), []
-    graph = warm_passes(lambda i: _warm_pass(model, fn, requests, i, eager), warm.cpu_s,
-                        warm.passes)
-    if compiles() != cold_compiles:
-        row.error = f"{compiles() - cold_compiles} compiles during the warm passes"
+    cold, passes = stream_passes(lambda: _cold_pass(fn, requests, outs),
+                                 lambda i: _warm_pass(model, fn, requests, i),
+                                 lambda p: p[0], compiles, warm)
+    graph, eager = [p[0] for p in passes], [p[1] for p in passes]
     steady = Times(statistics.median(g.cpu for g in graph),
                    statistics.median(g.wall for g in graph))
     row.total_cpu, row.total_time = cold[0].cpu, cold[0].wall
-    row.compile_cpu = sum(c.cpu for c in cold) - len(cold) * steady.cpu
-    row.compile_time = sum(c.wall for c in cold) - len(cold) * steady.wall
+    if fn is not model:  # eager compiles nothing
+        row.compile_cpu = sum(c.cpu for c in cold) - len(cold) * steady.cpu
+        row.compile_time = sum(c.wall for c in cold) - len(cold) * steady.wall
     row.steady_speedup = median_ratio([e.cpu for e in eager], [g.cpu for g in graph])
     row.steady_speedup_wall = median_ratio([e.wall for e in eager], [g.wall for g in graph])
     row.steady_ms = steady.cpu / len(requests) * 1e3

@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -114,29 +114,30 @@ class Warm:
     passes: int = 3
 
 
-def warm_passes(run_pass: Callable[[int], Times], min_cpu_s: float, min_passes: int,
-                max_passes: int = 200) -> list[Times]:
-    """Run ``run_pass(i)`` (returns the measured variant's time in pass ``i``) until at
-    least ``min_passes`` ran and their CPU seconds add up to ``min_cpu_s``, or
-    ``max_passes`` ran."""
-    passes: list[Times] = []
-    while len(passes) < max_passes and (
-            len(passes) < max(min_passes, 1) or sum(p.cpu for p in passes) < min_cpu_s):
-        passes.append(run_pass(len(passes)))
-    return passes
+P = TypeVar("P")
 
 
-def settle(run_pass: Callable[[], Times], compiles: Callable[[], int],
-           max_passes: int = 4) -> list[Times]:
-    """Cold passes: the first pass, then more while a pass still compiled something (a
-    policy that records sizes in eager first compiles late), at most ``max_passes``."""
-    passes: list[Times] = []
-    compiled = True
-    while compiled and len(passes) < max_passes:
+def stream_passes(cold_pass: Callable[[], Times], warm_pass: Callable[[int], P],
+                  variant_time: Callable[[P], Times], compiles: Callable[[], int], warm: Warm,
+                  max_passes: int = 200) -> tuple[list[Times], list[P]]:
+    """The cold pass, then warm passes ``warm_pass(i)`` until at least ``warm.passes`` ran
+    and the variant's CPU seconds in them (``variant_time``) add up to ``warm.cpu_s``.
+    A warm pass that compiled something is not steady state (``shape_buckets="auto"``
+    compiles after recording sizes in eager): it and the warm passes before it become
+    cold passes and the warm passes start again. Returns (cold times, warm passes)."""
+    cold, done = [cold_pass()], []
+    while len(cold) + len(done) < max_passes and (
+            len(done) < max(warm.passes, 1) or sum(variant_time(p).cpu for p in done) < warm.cpu_s):
         before = compiles()
-        passes.append(run_pass())
-        compiled = compiles() > before
-    return passes
+        result = warm_pass(len(done))
+        if compiles() == before:
+            done.append(result)
+        else:
+            cold += [variant_time(p) for p in (*done, result)]
+            done = []
+    if not done:
+        raise RuntimeError(f"still compiling after {max_passes} passes over the stream")
+    return cold, done
 
 
 def median_ratio(num: list[float], den: list[float]) -> float:

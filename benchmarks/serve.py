@@ -46,9 +46,8 @@ from npu_inductor.benchmarks.measure import (
     median_ratio,
     now,
     recording,
-    settle,
+    stream_passes,
     timed,
-    warm_passes,
 )
 from npu_inductor.benchmarks.runner import _error_text
 from npu_inductor.benchmarks.zoo import Llama, LlamaDecode
@@ -209,46 +208,45 @@ def _cold_pass(generate: Generate, reqs: list[Request], outs: list[list]) -> Tim
     return t
 
 
-def _warm_pass(eager: Generate, generate: Generate, reqs: list[Request], index: int,
-               eager_times: list[Times], ttfts: list[Times]) -> Times:
+def _warm_pass(eager: Generate, generate: Generate, reqs: list[Request],
+               index: int) -> tuple[Times, Times, list[Times]]:
     """Eager and ``generate`` interleaved request by request (which runs first alternates);
-    eager's time is appended to ``eager_times``, ``generate``'s first-token times to
-    ``ttfts``, ``generate``'s pass time returned."""
-    mine, theirs = Times(), Times()
+    returns (``generate``'s time, eager's time, ``generate``'s times to the first token)."""
+    mine, theirs, ttfts = Times(), Times(), []
     with torch.no_grad():
         for i, r in enumerate(reqs):
             calls = ((eager, theirs), (generate, mine))
             for call, into in calls if (i + index) % 2 == 0 else calls[::-1]:
                 with timed(into):
                     _, ttft = call(r)
-                if call is generate:
+                if into is mine:
                     ttfts.append(ttft)
-    eager_times.append(theirs)
-    return mine
+    return mine, theirs, ttfts
 
 
 def measure(row: ServeRow, eager: Generate, generate: Generate, reqs: list[Request],
             warm: Warm, compiles: Callable[[], int]) -> None:
-    """Cold passes (repeated while a pass compiles), then warm passes interleaved with
-    eager; fills the row's CPU and wall figures and ``outputs`` (first pass)."""
+    """Cold passes (the first, and warm passes that still compiled), then warm passes
+    interleaved with eager; fills the row's CPU and wall figures and ``outputs`` (first
+    pass)."""
     outs: list[list] = []
-    cold = settle(lambda: _cold_pass(generate, reqs, outs), compiles)
-    cold_compiles, eager_times, ttfts = compiles(), [], []
-    passes = warm_passes(lambda i: _warm_pass(eager, generate, reqs, i, eager_times, ttfts),
-                         warm.cpu_s, warm.passes)
-    if compiles() != cold_compiles:
-        row.error = f"{compiles() - cold_compiles} compiles during the warm passes"
-    steady = Times(statistics.median(p.cpu for p in passes),
-                   statistics.median(p.wall for p in passes))
+    cold, passes = stream_passes(lambda: _cold_pass(generate, reqs, outs),
+                                 lambda i: _warm_pass(eager, generate, reqs, i),
+                                 lambda p: p[0], compiles, warm)
+    mine, theirs = [p[0] for p in passes], [p[1] for p in passes]
+    ttfts = [t for p in passes for t in p[2]]
+    steady = Times(statistics.median(p.cpu for p in mine),
+                   statistics.median(p.wall for p in mine))
     row.outputs, row.warm_passes = outs[0], len(passes)
     row.cold_cpu, row.cold_s = cold[0].cpu, cold[0].wall
-    row.compile_cpu = sum(c.cpu for c in cold) - len(cold) * steady.cpu
-    row.compile_s = sum(c.wall for c in cold) - len(cold) * steady.wall
+    if generate is not eager:
+        row.compile_cpu = sum(c.cpu for c in cold) - len(cold) * steady.cpu
+        row.compile_s = sum(c.wall for c in cold) - len(cold) * steady.wall
     row.tok_per_s, row.tok_per_s_wall = row.tokens / steady.cpu, row.tokens / steady.wall
     row.ttft_ms = statistics.median(t.cpu for t in ttfts) * 1e3
     row.ttft_ms_wall = statistics.median(t.wall for t in ttfts) * 1e3
-    row.vs_eager = median_ratio([e.cpu for e in eager_times], [p.cpu for p in passes])
-    row.vs_eager_wall = median_ratio([e.wall for e in eager_times], [p.wall for p in passes])
+    row.vs_eager = median_ratio([e.cpu for e in theirs], [p.cpu for p in mine])
+    row.vs_eager_wall = median_ratio([e.wall for e in theirs], [p.wall for p in mine])
 
 
 def run_one(model_name: str, make: Callable[[str], Generate], variant: str,
@@ -263,7 +261,8 @@ def run_one(model_name: str, make: Callable[[str], Generate], variant: str,
                 fx_config.patch(backed_size_oblivious=variant != "npu_exact"):
             count = (lambda: len(rec.reports)) if rec.reports_available else \
                 (lambda: len(rec.graphs))
-            measure(row, eager, make(variant), reqs, warm, count)
+            measure(row, eager, eager if variant == "eager" else make(variant), reqs, warm,
+                    count)
     except Exception as e:  # noqa: BLE001 - a variant that cannot run yet is a result
         row.error = _error_text(e)
         return row

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from npu_inductor.benchmarks import dynamic, serve
-from npu_inductor.benchmarks.measure import Times, median_ratio, settle, timed, warm_passes
+from npu_inductor.benchmarks.measure import Times, Warm, median_ratio, stream_passes, timed
 
 
 def test_timed_adds_to_a_given_total_even_when_the_block_raises() -> None:
@@ -33,36 +33,50 @@ def test_cpu_clock_does_not_count_waiting() -> None:
     assert t.cpu < 0.1
 
 
-def test_warm_passes_run_until_both_minimums() -> None:
-    def one_second(i: int) -> Times:
+def _counting_pass(compiled: list[int], per_pass: list[int]):
+    """A warm pass of 1 CPU s that adds ``per_pass[i]`` compiles on its i-th call."""
+    calls = iter(per_pass)
+
+    def run(i: int) -> Times:
+        compiled[0] += next(calls, 0)
         return Times(cpu=1.0, wall=3.0)
 
-    assert len(warm_passes(one_second, min_cpu_s=3.5, min_passes=2)) == 4
-    assert len(warm_passes(one_second, min_cpu_s=3.5, min_passes=6)) == 6
-    assert len(warm_passes(one_second, min_cpu_s=100, min_passes=1, max_passes=5)) == 5
-    assert len(warm_passes(one_second, min_cpu_s=0, min_passes=0)) == 1
+    return run
+
+
+def test_warm_passes_run_until_both_minimums() -> None:
+    def passes(warm: Warm, **kw) -> int:
+        compiled = [0]
+        cold, done = stream_passes(lambda: Times(), _counting_pass(compiled, []),
+                                   lambda t: t, lambda: compiled[0], warm, **kw)
+        assert len(cold) == 1
+        return len(done)
+
+    assert passes(Warm(cpu_s=3.5, passes=2)) == 4
+    assert passes(Warm(cpu_s=3.5, passes=6)) == 6
+    assert passes(Warm(cpu_s=100, passes=1), max_passes=5) == 4  # the cold pass counts
+    assert passes(Warm(cpu_s=0, passes=0)) == 1
     seen: list[int] = []
-    warm_passes(lambda i: seen.append(i) or Times(1.0, 1.0), min_cpu_s=0, min_passes=3)
+    stream_passes(lambda: Times(), lambda i: seen.append(i) or Times(1.0, 1.0), lambda t: t,
+                  lambda: 0, Warm(cpu_s=0, passes=3))
     assert seen == [0, 1, 2]
 
 
-def test_settle_repeats_cold_passes_while_they_compile() -> None:
+def test_a_warm_pass_that_compiles_is_cold_and_restarts_the_warm_passes() -> None:
     compiled = [0]
-    per_pass = iter([5, 2, 0, 0])  # compiles in pass 1, pass 2, then none
+    # warm pass 0 is steady, pass 1 compiles (auto after recording sizes), then steady
+    cold, done = stream_passes(lambda: Times(cpu=9.0), _counting_pass(compiled, [0, 2]),
+                               lambda t: t, lambda: compiled[0], Warm(cpu_s=0, passes=2))
+    assert [t.cpu for t in cold] == [9.0, 1.0, 1.0] and len(done) == 2
+    forever = [0]
 
-    def run() -> Times:
-        compiled[0] += next(per_pass)
-        return Times(1.0, 1.0)
-
-    assert len(settle(run, lambda: compiled[0])) == 3
-    assert len(settle(lambda: Times(), lambda: 0)) == 1  # nothing compiled: one pass
-    growing = [0]
-
-    def always() -> Times:
-        growing[0] += 1
+    def always(i: int) -> Times:
+        forever[0] += 1
         return Times()
 
-    assert len(settle(always, lambda: growing[0], max_passes=4)) == 4
+    with pytest.raises(RuntimeError, match="still compiling after 5 passes"):
+        stream_passes(lambda: Times(), always, lambda t: t, lambda: forever[0], Warm(),
+                      max_passes=5)
 
 
 def test_median_ratio_ignores_one_disturbed_pass() -> None:
@@ -84,12 +98,11 @@ def test_dynamic_warm_pass_interleaves_and_alternates_order() -> None:
         return x
 
     requests = [(torch.ones(1),)] * 3
-    eager_times: list[Times] = []
-    mine = dynamic._warm_pass(eager, graph, requests, 0, eager_times)
+    mine, theirs = dynamic._warm_pass(eager, graph, requests, 0)
     assert calls == ["e", "g", "g", "e", "e", "g"]
-    assert len(eager_times) == 1 and isinstance(mine, Times) and mine is not eager_times[0]
+    assert isinstance(mine, Times) and isinstance(theirs, Times) and mine is not theirs
     calls.clear()
-    dynamic._warm_pass(eager, graph, requests, 1, eager_times)  # next pass: order flips
+    dynamic._warm_pass(eager, graph, requests, 1)  # next pass: order flips
     assert calls == ["g", "e", "e", "g", "g", "e"]
 
 
@@ -103,11 +116,9 @@ def test_serve_warm_pass_keeps_the_variants_first_token_times() -> None:
         return generate
 
     reqs = [serve.Request(torch.ones(1, 2, dtype=torch.long), 1)] * 2
-    eager_times: list[Times] = []
-    ttfts: list[Times] = []
-    serve._warm_pass(gen("e", 1.0), gen("g", 2.0), reqs, 1, eager_times, ttfts)
+    mine, theirs, ttfts = serve._warm_pass(gen("e", 1.0), gen("g", 2.0), reqs, 1)
     assert calls == ["g", "e", "e", "g"]
-    assert [t.cpu for t in ttfts] == [2.0, 2.0] and len(eager_times) == 1
+    assert [t.cpu for t in ttfts] == [2.0, 2.0] and mine is not theirs
 
 
 def test_variants_selection_keeps_eager_and_order() -> None:
