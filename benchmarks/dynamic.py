@@ -6,7 +6,8 @@ Per variant (eager, exact static shapes: one compile per new length; symbolic sh
 ``dynamic=True``; power-of-two buckets; ``shape_buckets="auto"``; ``--variants`` picks):
 
 * cold passes: the first pass over the stream (``total_cpu``/``total_time``: compiles
-  included), repeated while a pass still compiles (``auto`` records sizes in eager first);
+  included), and any later pass that still compiled (``auto`` records sizes in eager
+  first), with the warm passes before it;
 * warm passes: eager and the variant interleaved request by request, repeated until the
   variant ran ``--passes`` passes and ``--warm-s`` CPU seconds; ``steady_speedup`` is the
   median over passes of eager's time / the variant's, ``steady_ms`` its median pass per
@@ -14,8 +15,9 @@ Per variant (eager, exact static shapes: one compile per new length; symbolic sh
 
 Figures are CPU time of the process (``time.process_time``; with ``--threads 1`` a
 competing load barely changes it), the ``*_wall``/``total_time``/``compile_time`` fields
-the same in wall time. The eager row is eager against itself (its ``steady`` shows the
-method's noise). Variants the compiler cannot run yet are reported with their error.
+the same in wall time. The eager row's warm figures are its passes interleaved with the
+variants (its ``steady`` is 1 by definition). Variants the compiler cannot run yet are
+reported with their error.
 """
 
 from __future__ import annotations
@@ -117,25 +119,33 @@ def _warm_pass(model: nn.Module, fn: Callable[..., Any], requests: list,
 
 
 def measure_stream(model: nn.Module, fn: Callable[..., Any], requests: list, row: Row,
-                   warm: Warm, compiles: Callable[[], int]) -> list[list[torch.Tensor]]:
-    """Cold passes (compiles) then warm passes; fills the row's times, returns the first
-    pass's outputs. Ratios and ``compile`` figures are CPU time, ``*_wall`` wall time."""
+                   warm: Warm, compiles: Callable[[], int],
+                   eager_log: list[Times]) -> list[list[torch.Tensor]]:
+    """Cold passes (compiles) then warm passes; fills the row's times, appends eager's
+    warm passes to ``eager_log``, returns the first pass's outputs. Ratios and ``compile``
+    figures are CPU time, ``*_wall`` wall time."""
     outs: list[list[list[torch.Tensor]]] = []
     cold, passes = stream_passes(lambda: _cold_pass(fn, requests, outs),
                                  lambda i: _warm_pass(model, fn, requests, i),
                                  lambda p: p[0], compiles, warm)
     graph, eager = [p[0] for p in passes], [p[1] for p in passes]
-    steady = Times(statistics.median(g.cpu for g in graph),
-                   statistics.median(g.wall for g in graph))
+    eager_log += eager
     row.total_cpu, row.total_time = cold[0].cpu, cold[0].wall
-    if fn is not model:  # eager compiles nothing
-        row.compile_cpu = sum(c.cpu for c in cold) - len(cold) * steady.cpu
-        row.compile_time = sum(c.wall for c in cold) - len(cold) * steady.wall
+    steady = _steady(row, graph, len(requests))
+    row.compile_cpu = sum(c.cpu for c in cold) - len(cold) * steady.cpu
+    row.compile_time = sum(c.wall for c in cold) - len(cold) * steady.wall
     row.steady_speedup = median_ratio([e.cpu for e in eager], [g.cpu for g in graph])
     row.steady_speedup_wall = median_ratio([e.wall for e in eager], [g.wall for g in graph])
-    row.steady_ms = steady.cpu / len(requests) * 1e3
-    row.warm_passes, row.warm_cpu = len(graph), sum(g.cpu for g in graph)
     return outs[0]
+
+
+def _steady(row: Row, passes: list[Times], requests: int) -> Times:
+    """The median warm pass (CPU and wall); fills the row's per-request and pass figures."""
+    steady = Times(statistics.median(p.cpu for p in passes),
+                   statistics.median(p.wall for p in passes))
+    row.steady_ms = steady.cpu / requests * 1e3
+    row.warm_passes, row.warm_cpu = len(passes), sum(p.cpu for p in passes)
+    return steady
 
 
 def _accuracy(outs: list, eager: list, ref: list, dtype: torch.dtype) -> Accuracy:
@@ -151,9 +161,10 @@ def _accuracy(outs: list, eager: list, ref: list, dtype: torch.dtype) -> Accurac
 
 
 def run_variant(v: Variant, model: nn.Module, requests: list, eager: list | None, ref: list,
-                settings: Settings, warm: Warm = Warm()) -> tuple[Row, list]:
-    """One variant (eager too: ``eager`` None, compared with itself) over the stream;
-    returns its row and first-pass outputs."""
+                settings: Settings, warm: Warm, eager_log: list[Times]) -> tuple[Row, list]:
+    """One variant over the stream; returns its row and first-pass outputs. Eager (``eager``
+    None) runs its cold pass only: its warm passes are the ones interleaved with the
+    variants (``eager_log``)."""
     row = Row(MODEL, "dynamic", v.name, "float32", BATCH, requests=len(requests),
               threads=torch.get_num_threads())
     torch._dynamo.reset()
@@ -162,11 +173,16 @@ def run_variant(v: Variant, model: nn.Module, requests: list, eager: list | None
         # one Dynamo graph for every length, 1 included (no size-1 specialization)
         with recording() as rec, torch._dynamo.config.patch(recompile_limit=len(requests) + 1), \
                 fx_config.patch(backed_size_oblivious=v.name != "npu_exact"):
-            fn = model if v.wrap is None else v.wrap(model)
             # Compiles = FX graphs npu_inductor compiled (each may hold several GE partitions).
             count = (lambda: len(rec.reports)) if rec.reports_available else \
                 (lambda: len(rec.graphs))
-            outs = measure_stream(model, fn, requests, row, warm, count)
+            if v.wrap is None:
+                firsts: list[list] = []
+                cold = _cold_pass(model, requests, firsts)
+                row.total_cpu, row.total_time, outs = cold.cpu, cold.wall, firsts[0]
+            else:
+                outs = measure_stream(model, v.wrap(model), requests, row, warm, count,
+                                      eager_log)
     except Exception as e:  # noqa: BLE001 - a variant that cannot run yet is a result
         row.error = _error_text(e)
         return row, []
@@ -217,11 +233,15 @@ def run_dynamic(requests: int, max_len: int, settings: Settings,
         ref = [tensors(model64(*r)) for r in reqs]
     rows: list[Row] = []
     eager: list | None = None
+    eager_log: list[Times] = []
     for v in select(variants(max_len), names):
         progress(f"{MODEL}/dynamic: {v.name} over {requests} requests")
-        row, outs = run_variant(v, model, reqs, eager, ref, settings, warm)
+        row, outs = run_variant(v, model, reqs, eager, ref, settings, warm, eager_log)
         eager = outs if v.wrap is None else eager
         rows.append(row)
+    if eager_log:  # eager's warm passes: every one interleaved with a variant
+        _steady(rows[0], eager_log, requests)
+        rows[0].steady_speedup = rows[0].steady_speedup_wall = 1.0
     for row in rows:
         row.speedup = ratio(rows[0].total_cpu, row.total_cpu)
     return rows

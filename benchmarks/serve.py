@@ -3,16 +3,17 @@
     npu-bench --mode serve                 # the zoo's LLaMA decoder (no transformers needed)
     npu-bench --mode serve --hf llama      # transformers' LlamaForCausalLM, small config
 
-Each variant serves the same seeded stream, batch 1, greedy: cold passes (the first pass,
-``cold``, includes every compile; repeated while a pass still compiles), then warm passes,
-eager and the variant interleaved request by request, until the variant ran ``--passes``
-passes and ``--warm-s`` CPU seconds: ``tok/s``, ``TTFT`` (median time to the first token)
-and ``vs eager`` (median over passes of eager's time / the variant's) come from them.
-Figures are CPU time of the process (``time.process_time``: with ``--threads 1`` a
-competing load barely changes it), and the same in wall time beside them. Variants
-(``--variants`` picks): eager (interleaved with itself: the method's noise), exact static
-shapes (``dynamic=False``: a compile per new prompt length and per cache length), symbolic
-shapes (``dynamic=True``), power-of-two prompt buckets and ``shape_buckets="auto"``.
+Each variant serves the same seeded stream, batch 1, greedy: the first pass (``cold``)
+includes every compile (a later pass that still compiles counts as cold too), then warm
+passes, eager and the variant interleaved request by request, until the variant ran
+``--passes`` passes and ``--warm-s`` CPU seconds: ``tok/s``, ``TTFT`` (median time to the
+first token) and ``vs eager`` (median over passes of eager's time / the variant's) come
+from them. Figures are CPU time of the process (``time.process_time``: with ``--threads
+1`` a competing load barely changes it), and the same in wall time beside them. Variants
+(``--variants`` picks): eager (its warm figures: its passes interleaved with the
+variants, ``vs eager`` 1 by definition), exact static shapes (``dynamic=False``: a compile
+per new prompt length and per cache length), symbolic shapes (``dynamic=True``),
+power-of-two prompt buckets and ``shape_buckets="auto"``.
 
 * zoo decoder: ``generate`` is a greedy loop with a KV cache over ``Llama.prefill`` and
   ``Llama.decode``, each compiled on its own; buckets apply to the prompt (prefill), the
@@ -209,48 +210,58 @@ def _cold_pass(generate: Generate, reqs: list[Request], outs: list[list]) -> Tim
 
 
 def _warm_pass(eager: Generate, generate: Generate, reqs: list[Request],
-               index: int) -> tuple[Times, Times, list[Times]]:
+               index: int) -> tuple[Times, Times, list[Times], list[Times]]:
     """Eager and ``generate`` interleaved request by request (which runs first alternates);
-    returns (``generate``'s time, eager's time, ``generate``'s times to the first token)."""
-    mine, theirs, ttfts = Times(), Times(), []
+    returns ``generate``'s and eager's pass times and their times to the first token."""
+    mine, theirs, my_ttfts, their_ttfts = Times(), Times(), [], []
     with torch.no_grad():
         for i, r in enumerate(reqs):
-            calls = ((eager, theirs), (generate, mine))
-            for call, into in calls if (i + index) % 2 == 0 else calls[::-1]:
+            calls = ((eager, theirs, their_ttfts), (generate, mine, my_ttfts))
+            for call, into, ttfts in calls if (i + index) % 2 == 0 else calls[::-1]:
                 with timed(into):
                     _, ttft = call(r)
-                if into is mine:
-                    ttfts.append(ttft)
-    return mine, theirs, ttfts
+                ttfts.append(ttft)
+    return mine, theirs, my_ttfts, their_ttfts
+
+
+EagerLog = list[tuple[Times, list[Times]]]  # eager's warm passes and first-token times
 
 
 def measure(row: ServeRow, eager: Generate, generate: Generate, reqs: list[Request],
-            warm: Warm, compiles: Callable[[], int]) -> None:
+            warm: Warm, compiles: Callable[[], int], eager_log: EagerLog) -> None:
     """Cold passes (the first, and warm passes that still compiled), then warm passes
-    interleaved with eager; fills the row's CPU and wall figures and ``outputs`` (first
-    pass)."""
+    interleaved with eager (appended to ``eager_log``); fills the row's CPU and wall
+    figures and ``outputs`` (first pass)."""
     outs: list[list] = []
     cold, passes = stream_passes(lambda: _cold_pass(generate, reqs, outs),
                                  lambda i: _warm_pass(eager, generate, reqs, i),
                                  lambda p: p[0], compiles, warm)
     mine, theirs = [p[0] for p in passes], [p[1] for p in passes]
-    ttfts = [t for p in passes for t in p[2]]
-    steady = Times(statistics.median(p.cpu for p in mine),
-                   statistics.median(p.wall for p in mine))
-    row.outputs, row.warm_passes = outs[0], len(passes)
-    row.cold_cpu, row.cold_s = cold[0].cpu, cold[0].wall
-    if generate is not eager:
-        row.compile_cpu = sum(c.cpu for c in cold) - len(cold) * steady.cpu
-        row.compile_s = sum(c.wall for c in cold) - len(cold) * steady.wall
-    row.tok_per_s, row.tok_per_s_wall = row.tokens / steady.cpu, row.tokens / steady.wall
-    row.ttft_ms = statistics.median(t.cpu for t in ttfts) * 1e3
-    row.ttft_ms_wall = statistics.median(t.wall for t in ttfts) * 1e3
+    eager_log += [(p[1], p[3]) for p in passes]
+    row.outputs, row.cold_cpu, row.cold_s = outs[0], cold[0].cpu, cold[0].wall
+    steady = _warm_figures(row, mine, [t for p in passes for t in p[2]])
+    row.compile_cpu = sum(c.cpu for c in cold) - len(cold) * steady.cpu
+    row.compile_s = sum(c.wall for c in cold) - len(cold) * steady.wall
     row.vs_eager = median_ratio([e.cpu for e in theirs], [p.cpu for p in mine])
     row.vs_eager_wall = median_ratio([e.wall for e in theirs], [p.wall for p in mine])
 
 
+def _warm_figures(row: ServeRow, passes: list[Times], ttfts: list[Times]) -> Times:
+    """tok/s from the median warm pass, TTFT the median over requests; returns the median
+    pass."""
+    steady = Times(statistics.median(p.cpu for p in passes),
+                   statistics.median(p.wall for p in passes))
+    row.warm_passes = len(passes)
+    row.tok_per_s, row.tok_per_s_wall = row.tokens / steady.cpu, row.tokens / steady.wall
+    row.ttft_ms = statistics.median(t.cpu for t in ttfts) * 1e3
+    row.ttft_ms_wall = statistics.median(t.wall for t in ttfts) * 1e3
+    return steady
+
+
 def run_one(model_name: str, make: Callable[[str], Generate], variant: str,
-            reqs: list[Request], eager: Generate, warm: Warm = Warm()) -> ServeRow:
+            reqs: list[Request], eager: Generate, warm: Warm, eager_log: EagerLog) -> ServeRow:
+    """One variant; eager runs its cold pass only (its warm passes are the ones interleaved
+    with the variants, ``eager_log``)."""
     row = ServeRow(model_name, variant, len(reqs), sum(r.new_tokens for r in reqs),
                    threads=torch.get_num_threads())
     torch._dynamo.reset()
@@ -261,8 +272,12 @@ def run_one(model_name: str, make: Callable[[str], Generate], variant: str,
                 fx_config.patch(backed_size_oblivious=variant != "npu_exact"):
             count = (lambda: len(rec.reports)) if rec.reports_available else \
                 (lambda: len(rec.graphs))
-            measure(row, eager, eager if variant == "eager" else make(variant), reqs, warm,
-                    count)
+            if variant == "eager":
+                firsts: list[list] = []
+                cold = _cold_pass(eager, reqs, firsts)
+                row.outputs, row.cold_cpu, row.cold_s = firsts[0], cold.cpu, cold.wall
+            else:
+                measure(row, eager, make(variant), reqs, warm, count, eager_log)
     except Exception as e:  # noqa: BLE001 - a variant that cannot run yet is a result
         row.error = _error_text(e)
         return row
@@ -281,7 +296,7 @@ def run_serve(hf: bool, requests: int, max_len: int, max_new: int, seed: int,
               progress: Callable[[str], None] = lambda s: None,
               names: list[str] | None = None, warm: Warm = Warm()) -> list[ServeRow]:
     """Eager and the variants (``names``: all by default) over one seeded stream, in one
-    process; eager's row is eager interleaved with itself (the method's noise)."""
+    process; eager's warm figures come from its passes interleaved with the variants."""
     torch.manual_seed(seed)
     max_pos = max_len + max_new + 1
     if hf:
@@ -293,11 +308,14 @@ def run_serve(hf: bool, requests: int, max_len: int, max_new: int, seed: int,
                      max_pos=max_pos).eval()
         make = lambda v: zoo_variant(base, v, max_len)  # noqa: E731
     reqs = stream(requests, max_len, max_new, seed)
-    eager = make("eager")
+    eager, eager_log = make("eager"), []
     rows: list[ServeRow] = []
     for variant in select(names):
         progress(f"{name}/serve: {variant} over {requests} requests")
-        rows.append(run_one(name, make, variant, reqs, eager, warm))
+        rows.append(run_one(name, make, variant, reqs, eager, warm, eager_log))
+    if eager_log:  # eager's warm passes: every one interleaved with a variant
+        _warm_figures(rows[0], [p for p, _ in eager_log], [t for _, ts in eager_log for t in ts])
+        rows[0].vs_eager = rows[0].vs_eager_wall = 1.0
     for row in rows:
         if row.outputs and rows[0].outputs:
             same = sum(torch.equal(a, b) for a, b in zip(row.outputs, rows[0].outputs))
