@@ -20,8 +20,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "pinv/svdvals/matrix_rank on float32 input: tolerances are float64 (ATen's formula, and torch's matrix_rank decomposition puts float64 maximum in the FX graph); no float64 Maximum on the 910B and no exact float32 form built yet (s > RD32(tol) would be)",
     'tests/lowering/test_linalg.py::test_svdvals_and_matrix_norms[shape1]':
         "pinv/svdvals/matrix_rank on float32 input: tolerances are float64 (ATen's formula, and torch's matrix_rank decomposition puts float64 maximum in the FX graph); no float64 Maximum on the 910B and no exact float32 form built yet (s > RD32(tol) would be)",
-    'tests/lowering/test_shape.py::test_layout_op[pad_neg-int64]':
-        'int64 constant_pad_nd: the 910B PadV3 has no int64 kernel and no exact carrier is built yet (an int64 move through Bitcast to int32 pairs, or ConcatV2 with Fill blocks, would be); runs in eager',
     'tests/lowering/test_special.py::test_bessel_jy[special_airy_ai]':
         "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
     'tests/lowering/test_special.py::test_bessel_jy[special_bessel_j0]':
