@@ -30,7 +30,7 @@ import torch
 from npu_inductor.ge.device_rules import check_graph, input_index_by_name
 from npu_inductor.ge.ir import Graph, OpNode
 from npu_inductor.ge.op_specs import get_spec
-from npu_inductor.runtime import attention_chain
+from npu_inductor.runtime import attention_chain, shape_steps
 from npu_inductor.runtime.kernels import KERNELS, OUT_KERNELS, RUNTIME, SPECIALIZERS
 from npu_inductor.runtime.memory_plan import (
     ALIAS_OPS,
@@ -108,7 +108,8 @@ class HostModel:
     def __init__(self, graph: Graph, allocator: Any = None, *, memory_plan: bool = True,
                  fuse_attention: bool | None = None) -> None:
         self.graph = graph
-        # run fp32 attention chains as one kernel (runtime/attention_chain.py); None: env
+        # run fp32 attention chains (runtime/attention_chain.py) and Reshape(Pack) pairs
+        # (runtime/shape_steps.py) as one step each; None: the environment's switch
         self.fuse_attention = attention_chain.enabled() if fuse_attention is None \
             else fuse_attention
         self.allocator = allocator
@@ -184,7 +185,9 @@ class HostModel:
     def _fused(self, steps: list[Step]) -> list[Step]:
         if not self.fuse_attention:
             return steps
-        return attention_chain.fuse_chains(steps, set(self.output_slots), self.consts)
+        outs = set(self.output_slots)
+        steps = attention_chain.fuse_chains(steps, outs, self.consts)
+        return shape_steps.fuse_reshape_packs(steps, outs)
 
     def set_precision_mode(self, mode: str, soc: str) -> None:
         """Compute each op in the dtype ATC's ``precision_mode`` would pick on ``soc``

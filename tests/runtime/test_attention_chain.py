@@ -47,7 +47,7 @@ def _both(model, inputs):
 
 
 def _chains(model):
-    return [st for st in model.steps if st.chain]
+    return [st for st in model.steps if isinstance(st.fn, attention_chain.AttentionChainKernel)]
 
 
 def _gqa_causal(q, k, v):
