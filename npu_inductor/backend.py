@@ -137,7 +137,8 @@ def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None,
         return aot_autograd(fw_compiler=fns[1], bw_compiler=fns[2], inference_compiler=fns[0],
                             decompositions=decomposition_table(),
                             partition_fn=saved_views.partition,
-                            keep_inference_input_mutations=False)
+                            # as below: the cache keeps copy_ into inputs (Assign) too
+                            keep_inference_input_mutations=True)
     inference = functools.partial(compile_fn, kind="inference")
     forward = functools.partial(compile_fn, kind="forward")
     if dims:
