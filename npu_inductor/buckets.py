@@ -33,6 +33,7 @@ from typing import Any
 import sympy
 import torch
 import torch.fx.experimental._config as fx_config
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from npu_inductor.config import NpuConfig
 from npu_inductor.gears import MAX_GEARS as MAX_ATC_GEARS
@@ -525,9 +526,10 @@ class BucketedGraph:
         return self._slice(fn(list(call_args)), values, padded)
 
     def _call_exact(self, args: tuple) -> Any:
-        """Padding not proven exact: each size of the bucketed dims (and each value of the
-        int inputs) compiles exactly; the graph's other dynamic dims (e.g. generate()'s
-        cache length) stay symbolic, so they do not compile a graph per size."""
+        """Padding not proven exact: each size of the configured bucket dims (and each
+        value of the int inputs) compiles exactly; the graph's other dynamic dims (e.g.
+        generate()'s cache length, and ``"auto"`` dims) stay symbolic, so they do not
+        compile a graph per size."""
         if str(self.report.safety) not in self.report.exact_reasons:
             self.report.exact_reasons.append(str(self.report.safety))
         values = self._read(args)
@@ -549,11 +551,12 @@ class BucketedGraph:
         return fn(list(args))
 
     def _exact_symbols(self) -> set:
-        """The bucketed symbols and those of int inputs (a symbolic int, e.g. a slice
-        bound, would make data-dependent sizes)."""
+        """The symbols of configured buckets and of int inputs (a symbolic int, e.g. a
+        slice bound, would make data-dependent sizes). ``"auto"`` dims stay symbolic: auto
+        promises bounded compiles, and buckets it cannot pad become one dynamic graph."""
         ints = {sym for sym, places in self.symbols.items()
                 if all(dim is None for _, dim in places)}
-        return {d.symbol for d in self.dims} | ints
+        return {d.symbol for d in self.dims if d.sizes != AUTO} | ints
 
     def _count(self, values: dict, padded: dict) -> None:
         for d in self.dims:
@@ -644,14 +647,16 @@ def _fakes(args: Sequence[Any], keep: Sequence[list[tuple[int, int | None]]]) ->
 
 def _drop_static_asserts(gm: torch.fx.GraphModule) -> None:
     """The symbolic graph's runtime asserts (``_assert_scalar``) are constants once the sizes
-    are: drop those that hold; one that fails means these (padded) sizes break the model's
-    own size checks."""
+    are (or provably true of the sizes that stay symbolic): drop those that hold; one that
+    fails means these (padded) sizes break the model's own size checks."""
     for node in list(gm.graph.nodes):
         if node.target is not torch.ops.aten._assert_scalar.default:
             continue
         cond = node.args[0]
         if isinstance(cond, torch.fx.Node):
-            continue  # still data dependent: lowered (or refused) as any other op
+            if not statically_known_true(cond.meta.get("val", False)):
+                continue  # still data dependent: lowered (or refused) as any other op
+            cond = True
         if not cond:
             raise BucketError(f"the padded sizes fail the model's own size check "
                               f"{node.args[1]!r}; use smaller buckets for this input")
