@@ -25,6 +25,8 @@ from npu_inductor.config import NpuConfig
 from npu_inductor.graph_passes.common import aten, bump, is_op, permutation, set_val, val
 
 _VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+# Users whose eager meaning depends on their input's strides: a copy feeding them stays.
+_STRIDE_SENSITIVE = (*_VIEWS, aten.view_as_complex.default)
 _COPY_KWARGS = {"dtype", "memory_format", "layout", "device", "pin_memory", "non_blocking"}
 
 
@@ -67,9 +69,10 @@ def _full_slice(node: Node) -> bool:
 
 def _feeds_view_of_strided(node: Node, src: Node) -> bool:
     """Removing a copy of a strided tensor would leave its view users without an eager
-    meaning (``view`` needs compatible strides); GE would not care, eager fallback would."""
+    meaning (``view`` needs compatible strides, ``view_as_complex`` a stride-1 last dim); GE
+    would not care, eager fallback and the verifier's fake re-propagation would."""
     strided = not is_contiguous_or_false(val(src))  # unknown (unbacked sizes): keep the copy
-    return strided and any(is_op(u, *_VIEWS) for u in node.users)
+    return strided and any(is_op(u, *_STRIDE_SENSITIVE) for u in node.users)
 
 
 def _output_alias(node: Node, src: Node) -> bool:

@@ -44,9 +44,31 @@ def _cpu_defaults(node: torch.fx.Node) -> str | None:
 def _fill(ctx, value: Any) -> Value:
     """``Fill`` the node's output shape with ``value`` (a Python scalar or a 0-d Value)."""
     dtype, shape = ctx.out_specs()[0]
+    if dtype == torch.complex64 and _fill_refuses(ctx, dtype):
+        return _complex_fill(ctx, value, shape)
     fill = cast(ctx, value, dtype) if isinstance(value, Value) else ctx.const(value, dtype,
                                                                                "value")
     return ctx.op("Fill", [int_list(ctx, shape, "dims"), fill])
+
+
+def _fill_refuses(ctx, dtype: torch.dtype) -> bool:
+    soc = ctx.builder.soc
+    return soc is not None and not has_kernel(soc, "Fill", value=dtype)
+
+
+def _complex_fill(ctx, value: Any, shape: Any) -> Value:
+    """complex64 ``Fill`` where the SoC has none (910B): ``Complex`` of two float32 Fills."""
+    f32, dims = torch.float32, int_list(ctx, shape, "dims")
+    if isinstance(value, Value):
+        value = cast(ctx, value, torch.complex64)
+        re, im = (ctx.op(p, [value], {"Tout": f32}, out=(f32, value.shape), suffix=p.lower())
+                  for p in ("Real", "Imag"))
+    else:
+        z = complex(value)
+        re, im = ctx.const(z.real, f32, "real"), ctx.const(z.imag, f32, "imag")
+    parts = [ctx.op("Fill", [dims, v], out=(f32, tuple(shape)), suffix=f"fill_{n}")
+             for v, n in ((re, "real"), (im, "imag"))]
+    return ctx.op("Complex", parts, {"Tout": torch.complex64})
 
 
 def _register_fill(value: Any, *targets: torch._ops.OpOverload) -> None:

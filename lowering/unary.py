@@ -43,7 +43,6 @@ _UNARY = {
     aten.asin.default: "Asin", aten.acos.default: "Acos", aten.atan.default: "Atan",
     aten.sinh.default: "Sinh", aten.cosh.default: "Cosh", aten.asinh.default: "Asinh",
     aten.acosh.default: "Acosh", aten.atanh.default: "Atanh",
-    aten.sgn.default: "Sign",
 }
 for _target, _ge in _UNARY.items():
     register_unary(_target, _ge)
@@ -60,6 +59,31 @@ def sign(ctx, self):
     pos, neg = (cast(ctx, pointwise(ctx, t, [self, 0], dt, y_dtype=torch.bool, suffix=t.lower()),
                      dt) for t in ("Greater", "Less"))
     return pointwise(ctx, "Sub", [pos, neg], dt, out=dt)
+
+
+@register(aten.sgn.default, capability=supports("Sign"))
+def sgn(ctx, self):
+    """sgn(Tensor self) -> Tensor"""
+    dt = ctx.out_dtype
+    soc = ctx.builder.soc
+    if dt.is_complex and soc is not None and not has_kernel(soc, "Sign", x=dt):
+        return _complex_sgn(ctx, self)
+    return pointwise(ctx, "Sign", [self], dt, out=dt)
+
+
+def _complex_sgn(ctx, z: Value) -> Value:
+    """z / |z| (0 at 0) from float32 parts where the SoC has no complex Sign (910B): eager's
+    own form (|z| = sqrt(re^2 + im^2), each part divided by it, 0 where |z| == 0)."""
+    f32 = torch.float32
+    re, im = (ctx.op(p, [z], {"Tout": f32}, out=(f32, z.shape), suffix=p.lower())
+              for p in ("Real", "Imag"))
+    sq = [pointwise(ctx, "Mul", [v, v], f32, suffix=f"sq_{n}") for v, n in ((re, "re"), (im, "im"))]
+    mag = pointwise(ctx, "Sqrt", [pointwise(ctx, "Add", sq, f32, suffix="norm2")], f32,
+                    suffix="abs")
+    zero = pointwise(ctx, "Equal", [mag, 0.0], f32, y_dtype=torch.bool, suffix="is_zero")
+    parts = [select(ctx, zero, 0.0, pointwise(ctx, "RealDiv", [v, mag], f32, suffix=f"div_{n}"),
+                    f32, suffix=f"sgn_{n}") for v, n in ((re, "re"), (im, "im"))]
+    return ctx.op("Complex", parts, {"Tout": z.dtype})
 
 
 register_unary(aten.special_i0e.default, "BesselI0e")

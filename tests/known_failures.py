@@ -40,14 +40,4 @@ KNOWN_FAILURES: dict[str, str] = {
         "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
     'tests/lowering/test_special.py::test_opinfo_zero_fallback[special.bessel_y1]':
         "float32 J0/J1/Y0/Y1/Ai: the series/asymptotic composition is float64 (no float64 Abs/Sin/Cos/Exp/Sqrt kernels on the 910B: refused, runs in eager); in float32 it misses eager by up to 1e-3 (a float32 form needs eager's own rational approximations)",
-    'tests/lowering/test_spectral.py::test_backward[<lambda>0]':
-        "FX verifier (strict test mode, issue 15) re-runs view_as_complex's meta on a backward input whose last dim is not stride-1 ('Tensor must have a last dimension with stride 1'); not the dtype gate",
-    'tests/lowering/test_spectral.py::test_backward[<lambda>1]':
-        "FX verifier (strict test mode, issue 15) re-runs view_as_complex's meta on a backward input whose last dim is not stride-1 ('Tensor must have a last dimension with stride 1'); not the dtype gate",
-    'tests/lowering/test_spectral.py::test_backward[<lambda>2]':
-        "complex64 new_zeros: the 910B's Fill has no complex64 kernel; the exact form (Complex of two float32 Fills) is not built yet",
-    'tests/lowering/test_spectral.py::test_backward[<lambda>3]':
-        "FX verifier (strict test mode, issue 15) re-runs view_as_complex's meta on a backward input whose last dim is not stride-1 ('Tensor must have a last dimension with stride 1'); not the dtype gate",
-    'tests/lowering/test_spectral.py::test_complex_elementwise':
-        "complex64 sgn: the 910B's Sign has no complex64 kernel; the exact form (x / |x|, 0 at 0, via Real/Imag) is not built yet",
 }

@@ -115,3 +115,28 @@ def test_write_into_a_non_contiguous_input_reaches_the_caller():
     assert reports[0].ge_graphs[0].lowered.graph.op_counts().get("Assign") == 1
     torch.testing.assert_close(buf, ref)
     torch.testing.assert_close(out, expected)
+
+
+def test_compiled_step_updates_in_place_with_the_compile_cache_on(tmp_path):
+    """The compile cache (on by default for users; tests turn it off) goes through
+    AOTAutograd's cache: the step still writes every parameter where it lives, on a miss
+    and on a hit in a fresh compile, instead of returning new values for a copy back."""
+    model, ref = _model(), _model()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=1e-2)
+    options = {**OPTIONS, "cache_dir": str(tmp_path)}
+    for k in range(2):  # a miss, then (after a Dynamo reset) a hit
+        torch._dynamo.reset()
+        step = torch.compile(opt.step, backend="npu", options=options)
+        storages = _storages(model, opt)
+        _set_grads(model, k)
+        _set_grads(ref, k)
+        with record_reports() as reports:
+            step()
+        ref_opt.step()
+        graph = reports[-1].ge_graphs[0].lowered
+        assert not graph.outputs and graph.graph.op_counts()["Assign"] == len(storages)
+        assert _storages(model, opt) == storages
+    assert [r.cache for r in reports] == ["hit"]
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
