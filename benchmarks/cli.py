@@ -24,6 +24,7 @@ import torch
 
 from npu_inductor.benchmarks import report
 from npu_inductor.benchmarks.hf import hf_models
+from npu_inductor.benchmarks.measure import Warm
 from npu_inductor.benchmarks.results import Row
 from npu_inductor.benchmarks.runner import Settings, machine_info, make_backends, prime, run_case
 from npu_inductor.benchmarks.zoo import ZOO, ZooModel, expand_names
@@ -74,7 +75,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--requests", type=int, default=24, help="dynamic stream length")
     p.add_argument("--max-len", type=int, default=96, help="dynamic stream max sequence")
     p.add_argument("--max-new", type=int, default=16, help="serve stream max new tokens")
+    p.add_argument("--variants", help="dynamic/serve: comma list of exact,dynamic,pow2,auto "
+                   "(default: all; eager always runs)")
+    p.add_argument("--warm-s", type=float, default=5.0, help="dynamic/serve: warm passes run "
+                   "until each variant spent this many CPU seconds in them")
+    p.add_argument("--passes", type=int, default=3, help="dynamic/serve: at least this many "
+                   "warm passes (figures are their median)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--precompile", action="store_true", help="graph mode's fresh-process "
+                   "cold and warm compiles use npu_inductor.precompile (no Dynamo trace warm)")
     p.add_argument("--out", type=Path, help="write CSV, JSON, Markdown and PNG charts here")
     p.add_argument("--profile-compile", action="store_true",
                    help="cProfile graph mode's cold compile of each model and mode")
@@ -110,7 +119,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(dtype=DTYPES[args.dtype], batch_size=args.batch_size,
                     repeat=args.repeat or quick.get("repeat", 20),
                     warmup=args.warmup if args.warmup is not None else quick.get("warmup", 3),
-                    seed=args.seed)
+                    seed=args.seed, precompile=args.precompile)
 
 
 def cases(models: list[ZooModel], modes: list[str]) -> list[tuple[ZooModel, str]]:
@@ -156,7 +165,8 @@ def run_all(args: argparse.Namespace, settings: Settings, models: list[ZooModel]
             rows += run_case(entry, mode, backends, settings, describe)
             advance()
         if "dynamic" in modes:
-            rows += run_dynamic(args.requests, args.max_len, settings, describe)
+            rows += run_dynamic(args.requests, args.max_len, settings, describe,
+                                _split(args.variants), Warm(args.warm_s, args.passes))
             advance()
     return rows
 
@@ -167,7 +177,8 @@ def run_serve_mode(args: argparse.Namespace) -> bool:
 
     hf = "llama" in _split(args.hf)
     rows = run_serve(hf, args.requests, args.max_len, args.max_new, args.seed,
-                     _log_line(time.perf_counter()))
+                     _log_line(time.perf_counter()), _split(args.variants),
+                     Warm(args.warm_s, args.passes))
     print(format_table(rows), flush=True)
     return not any(r.error for r in rows)
 
@@ -249,15 +260,23 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     with fresh_caches():
         rows = run_all(args, settings, models, modes)
-        if rows or "serve" not in modes:
-            report.print_table(rows, machine)
+        others = [r for r in rows if r.mode != "dynamic"]  # the streams print their own tables
+        if others or not {"dynamic", "serve"} & set(modes):
+            report.print_table(others, machine)
+        if "dynamic" in modes:
+            from npu_inductor.benchmarks.dynamic import format_table
+
+            print(format_table([r for r in rows if r.mode == "dynamic"]), flush=True)
         serve_ok = run_serve_mode(args) if "serve" in modes else True
         summary = compile_summary(rows)
         if args.layer_ops:
             from npu_inductor.benchmarks.layer_ops import layer_ops_report
 
             summary += layer_ops_report()
-        print("\n".join(summary + [f"total wall time {time.perf_counter() - start:.1f} s"]))
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+        print("\n".join(summary + [f"total wall time {time.perf_counter() - start:.1f} s, "
+                                   f"process CPU time {time.process_time():.1f} s, load "
+                                   f"average at the end {load}"]))
         if args.profile_compile:
             from npu_inductor.benchmarks.profile_compile import profile_models
 

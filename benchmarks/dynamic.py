@@ -2,20 +2,29 @@
 another (a decoder-serving workload; causal attention makes sequence padding provably exact,
 so the bucket variants really pad).
 
-Reports total time (compiles included), GE compile count, the time the first pass spent
-beyond a steady pass (``compile_time``: compiles and first calls) and the steady-state
-speed per request against eager (``steady_speedup``: a second pass over the stream, eager
-and the variant interleaved request by request) per variant: eager, exact
-static shapes (one compile per new length), symbolic shapes (``dynamic=True``),
-power-of-two buckets and ``shape_buckets="auto"``. Variants the compiler cannot run yet
-are reported as ``fail_to_run`` with the error.
+Per variant (eager, exact static shapes: one compile per new length; symbolic shapes,
+``dynamic=True``; power-of-two buckets; ``shape_buckets="auto"``; ``--variants`` picks):
+
+* cold passes: the first pass over the stream (``total_cpu``/``total_time``: compiles
+  included), and any later pass that still compiled (``auto`` records sizes in eager
+  first), with the warm passes before it;
+* warm passes: eager and the variant interleaved request by request, repeated until the
+  variant ran ``--passes`` passes and ``--warm-s`` CPU seconds; ``steady_speedup`` is the
+  median over passes of eager's time / the variant's, ``steady_ms`` its median pass per
+  request; ``compile_cpu`` = cold passes - as many median warm passes.
+
+Figures are CPU time of the process (``time.process_time``; with ``--threads 1`` a
+competing load barely changes it), the ``*_wall``/``total_time``/``compile_time`` fields
+the same in wall time. The eager row's warm figures are its passes interleaved with the
+variants (its ``steady`` is 1 by definition). Variants the compiler cannot run yet are
+reported with their error.
 """
 
 from __future__ import annotations
 
 import copy
 import random
-import time
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,8 +34,19 @@ import torch.fx.experimental._config as fx_config
 from torch import nn
 
 from npu_inductor import buckets as bucket_reports
-from npu_inductor.benchmarks.measure import Accuracy, judge, recording, tensors
-from npu_inductor.benchmarks.results import Row
+from npu_inductor.benchmarks.measure import (
+    Accuracy,
+    Times,
+    Warm,
+    judge,
+    median_ratio,
+    recording,
+    stream_passes,
+    tensors,
+    timed,
+)
+from npu_inductor.benchmarks.report import cell
+from npu_inductor.benchmarks.results import Row, ratio
 from npu_inductor.benchmarks.runner import Progress, Settings, _error_text
 from npu_inductor.benchmarks.zoo import Llama
 
@@ -76,25 +96,56 @@ def stream(requests: int, max_len: int, seed: int) -> list[tuple[torch.Tensor]]:
             for _ in range(requests)]
 
 
-def _serve(fn: Callable[..., Any], requests: list) -> tuple[float, list[list[torch.Tensor]]]:
-    start = time.perf_counter()
-    with torch.no_grad():
-        outs = [tensors(fn(*r)) for r in requests]
-    return time.perf_counter() - start, outs
+def _cold_pass(fn: Callable[..., Any], requests: list,
+               outs: list[list[list[torch.Tensor]]]) -> Times:
+    with timed() as t, torch.no_grad():
+        outs.append([tensors(fn(*r)) for r in requests])
+    return t
 
 
-def _steady(model: nn.Module, fn: Callable[..., Any], requests: list) -> tuple[float, float]:
-    """Eager's and ``fn``'s time over the stream once everything is compiled, request by
-    request interleaved (a load spike hits both)."""
-    eager_s = graph_s = 0.0
+def _warm_pass(model: nn.Module, fn: Callable[..., Any], requests: list,
+               index: int) -> tuple[Times, Times]:
+    """Eager and ``fn`` over the stream, interleaved request by request (which runs first
+    alternates, so neither always finds the other's data in the caches); returns
+    (``fn``'s time, eager's time)."""
+    mine, theirs = Times(), Times()
     with torch.no_grad():
-        for r in requests:
-            start = time.perf_counter()
-            model(*r)
-            mid = time.perf_counter()
-            fn(*r)
-            eager_s, graph_s = eager_s + mid - start, graph_s + time.perf_counter() - mid
-    return eager_s, graph_s
+        for i, r in enumerate(requests):
+            calls = ((model, theirs), (fn, mine))
+            for call, into in calls if (i + index) % 2 == 0 else calls[::-1]:
+                with timed(into):
+                    call(*r)
+    return mine, theirs
+
+
+def measure_stream(model: nn.Module, fn: Callable[..., Any], requests: list, row: Row,
+                   warm: Warm, compiles: Callable[[], int],
+                   eager_log: list[Times]) -> list[list[torch.Tensor]]:
+    """Cold passes (compiles) then warm passes; fills the row's times, appends eager's
+    warm passes to ``eager_log``, returns the first pass's outputs. Ratios and ``compile``
+    figures are CPU time, ``*_wall`` wall time."""
+    outs: list[list[list[torch.Tensor]]] = []
+    cold, passes = stream_passes(lambda: _cold_pass(fn, requests, outs),
+                                 lambda i: _warm_pass(model, fn, requests, i),
+                                 lambda p: p[0], compiles, warm)
+    graph, eager = [p[0] for p in passes], [p[1] for p in passes]
+    eager_log += eager
+    row.total_cpu, row.total_time = cold[0].cpu, cold[0].wall
+    steady = _steady(row, graph, len(requests))
+    row.compile_cpu = sum(c.cpu for c in cold) - len(cold) * steady.cpu
+    row.compile_time = sum(c.wall for c in cold) - len(cold) * steady.wall
+    row.steady_speedup = median_ratio([e.cpu for e in eager], [g.cpu for g in graph])
+    row.steady_speedup_wall = median_ratio([e.wall for e in eager], [g.wall for g in graph])
+    return outs[0]
+
+
+def _steady(row: Row, passes: list[Times], requests: int) -> Times:
+    """The median warm pass (CPU and wall); fills the row's per-request and pass figures."""
+    steady = Times(statistics.median(p.cpu for p in passes),
+                   statistics.median(p.wall for p in passes))
+    row.steady_ms = steady.cpu / requests * 1e3
+    row.warm_passes, row.warm_cpu = len(passes), sum(p.cpu for p in passes)
+    return steady
 
 
 def _accuracy(outs: list, eager: list, ref: list, dtype: torch.dtype) -> Accuracy:
@@ -109,45 +160,70 @@ def _accuracy(outs: list, eager: list, ref: list, dtype: torch.dtype) -> Accurac
     return worst
 
 
-def run_variant(v: Variant, model: nn.Module, requests: list, eager: list, ref: list,
-                settings: Settings) -> Row:
-    row = Row(MODEL, "dynamic", v.name, "float32", BATCH, requests=len(requests))
+def run_variant(v: Variant, model: nn.Module, requests: list, eager: list | None, ref: list,
+                settings: Settings, warm: Warm, eager_log: list[Times]) -> tuple[Row, list]:
+    """One variant over the stream; returns its row and first-pass outputs. Eager (``eager``
+    None) runs its cold pass only: its warm passes are the ones interleaved with the
+    variants (``eager_log``)."""
+    row = Row(MODEL, "dynamic", v.name, "float32", BATCH, requests=len(requests),
+              threads=torch.get_num_threads())
     torch._dynamo.reset()
     first_report = len(bucket_reports.REPORTS)
     try:
         # one Dynamo graph for every length, 1 included (no size-1 specialization)
         with recording() as rec, torch._dynamo.config.patch(recompile_limit=len(requests) + 1), \
                 fx_config.patch(backed_size_oblivious=v.name != "npu_exact"):
-            fn = v.wrap(model)
-            row.total_time, outs = _serve(fn, requests)
-            eager_s, graph_s = _steady(model, fn, requests)
-        row.steady_speedup, row.compile_time = eager_s / graph_s, row.total_time - graph_s
+            # Compiles = FX graphs npu_inductor compiled (each may hold several GE partitions).
+            count = (lambda: len(rec.reports)) if rec.reports_available else \
+                (lambda: len(rec.graphs))
+            if v.wrap is None:
+                firsts: list[list] = []
+                cold = _cold_pass(model, requests, firsts)
+                row.total_cpu, row.total_time, outs = cold.cpu, cold.wall, firsts[0]
+            else:
+                outs = measure_stream(model, v.wrap(model), requests, row, warm, count,
+                                      eager_log)
     except Exception as e:  # noqa: BLE001 - a variant that cannot run yet is a result
         row.error = _error_text(e)
-        return row
-    acc = _accuracy(outs, eager, ref, settings.dtype)
+        return row, []
+    acc = _accuracy(outs, outs if eager is None else eager, ref, settings.dtype)
     row.accuracy, row.max_abs_err, row.max_rel_err = acc.status, acc.max_abs_err, acc.max_rel_err
-    # Compiles = FX graphs npu_inductor compiled (each may hold several GE partitions).
-    row.compiles = len(rec.reports) if rec.reports_available else len(rec.graphs)
-    row.ge_graphs = len(rec.graphs)
-    lengths = [r[0].shape[1] for r in requests]
-    reports = bucket_reports.REPORTS[first_report:]
-    if v.name == "npu_exact":
-        row.padding_overhead = 0.0
-    elif reports and not any(r.exact_reasons for r in reports):
+    row.compiles, row.ge_graphs = count(), len(rec.graphs) if v.wrap else None
+    row.padding_overhead = _padding(v, row, requests, bucket_reports.REPORTS[first_report:])
+    return row, outs
+
+
+def _padding(v: Variant, row: Row, requests: list, reports: list) -> float | None:
+    if v.name in ("eager", "npu_exact"):
+        return 0.0
+    if reports and not any(r.exact_reasons for r in reports):
         # what the compiler really padded (the auto policy's eager warm-up is not padded)
         real = sum(r.real_elements for r in reports)
-        row.padding_overhead = sum(r.padded_elements for r in reports) / real - 1 if real else 0
-    elif v.buckets and row.compiles <= len(v.buckets):
-        row.padding_overhead = padding_overhead(lengths, v.buckets)
-    elif v.buckets:  # more compiles than buckets: the sizes ran exact, not padded
+        return sum(r.padded_elements for r in reports) / real - 1 if real else 0
+    if v.buckets and (row.compiles or 0) <= len(v.buckets):
+        return padding_overhead([r[0].shape[1] for r in requests], v.buckets)
+    if v.buckets:  # more compiles than buckets: the sizes ran exact, not padded
         row.error = f"buckets not applied: {row.compiles} compiles for {len(v.buckets)} buckets"
-    return row
+    return None
+
+
+def select(all_variants: list[Variant], names: list[str] | None) -> list[Variant]:
+    """Eager and the named variants (``exact`` or ``npu_exact``; None: all), in order."""
+    if not names:
+        return all_variants
+    wanted = {n if n.startswith("npu_") or n == "eager" else f"npu_{n}" for n in names}
+    unknown = wanted - {v.name for v in all_variants}
+    if unknown:
+        raise SystemExit(f"npu-bench: unknown --variants {sorted(unknown)}; choose from "
+                         f"{[v.name for v in all_variants]}")
+    return [v for v in all_variants if v.name == "eager" or v.name in wanted]
 
 
 def run_dynamic(requests: int, max_len: int, settings: Settings,
-                progress: Progress = lambda s: None) -> list[Row]:
-    """All variants over one seeded stream; eager's total time gives each ``speedup``."""
+                progress: Progress = lambda s: None, names: list[str] | None = None,
+                warm: Warm = Warm()) -> list[Row]:
+    """Eager and the variants over one seeded stream (eager first: its outputs judge the
+    others; ``speedup`` is eager's first-pass CPU time over each variant's)."""
     torch.manual_seed(settings.seed)
     model = Llama(vocab=1000, hidden=128, heads=4, kv_heads=2, layers=2, ffn=256,
                   max_pos=max(max_len, 8)).eval()
@@ -155,19 +231,42 @@ def run_dynamic(requests: int, max_len: int, settings: Settings,
     with torch.no_grad():
         model64 = copy.deepcopy(model).double()
         ref = [tensors(model64(*r)) for r in reqs]
-    eager_time, eager = _serve(model, reqs)
-    rows = []
-    for v in variants(max_len):
+    rows: list[Row] = []
+    eager: list | None = None
+    eager_log: list[Times] = []
+    for v in select(variants(max_len), names):
         progress(f"{MODEL}/dynamic: {v.name} over {requests} requests")
-        if v.wrap is None:
-            row = Row(MODEL, "dynamic", "eager", "float32", BATCH, "pass", requests=requests,
-                      total_time=eager_time, compiles=0, padding_overhead=0.0,
-                      steady_speedup=1.0)
-            acc = _accuracy(eager, eager, ref, settings.dtype)
-            row.max_abs_err, row.max_rel_err = acc.max_abs_err, acc.max_rel_err
-        else:
-            row = run_variant(v, model, reqs, eager, ref, settings)
-        row.speedup = eager_time / row.total_time if row.total_time else None
-        row.threads = torch.get_num_threads()
+        row, outs = run_variant(v, model, reqs, eager, ref, settings, warm, eager_log)
+        eager = outs if v.wrap is None else eager
         rows.append(row)
+    if eager_log:  # eager's warm passes: every one interleaved with a variant
+        _steady(rows[0], eager_log, requests)
+        rows[0].steady_speedup = rows[0].steady_speedup_wall = 1.0
+    for row in rows:
+        row.speedup = ratio(rows[0].total_cpu, row.total_cpu)
     return rows
+
+
+# (field, header, format): CPU-time figures first (they reproduce under load), wall after
+COLUMNS = (("backend", "variant", "{}"), ("compiles", "compiles", "{}"),
+           ("total_cpu", "cold cpu s", "{:.2f}"), ("compile_cpu", "compile cpu s", "{:.2f}"),
+           ("steady_ms", "steady cpu ms/req", "{:.2f}"),
+           ("steady_speedup", "steady vs eager (cpu)", "{:.2f}x"),
+           ("padding_overhead", "padding", "{:.1%}"), ("accuracy", "accuracy", "{}"),
+           ("total_time", "cold wall s", "{:.2f}"), ("compile_time", "compile wall s", "{:.2f}"),
+           ("steady_speedup_wall", "steady vs eager (wall)", "{:.2f}x"),
+           ("warm_passes", "warm passes", "{}"))
+
+
+def format_table(rows: list[Row]) -> str:
+    """The stream's Markdown table, errors below it."""
+    if not rows:
+        return ""
+    first = rows[0]
+    lines = [f"dynamic {MODEL}: {first.requests} requests, batch {BATCH}, {first.threads} "
+             "threads; cold = first pass (compiles included), compile = cold passes minus "
+             "steady passes, steady = median over warm passes (eager interleaved)", "",
+             "| " + " | ".join(h for _, h, _ in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(cell(r, c, f) for c, _, f in COLUMNS) + " |" for r in rows]
+    lines += [f"{r.backend}: {r.error}" for r in rows if r.error]
+    return "\n".join(lines) + "\n"

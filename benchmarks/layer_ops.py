@@ -5,10 +5,11 @@ views (``Reshape`` and the other ``VIEW_OPS``: no kernel, no copy) are not count
     from npu_inductor.benchmarks.layer_ops import ops_per_layer, layer_ops_report
     ops_per_layer(lambda layers: (model, inputs))   # -> (per-layer count, {op type: count})
 
-``layer_ops_report()`` gives one line per zoo decoder (the built-in LLaMA and, with
-transformers installed, its LLaMA / Qwen2 / GPT-2), for ``npu-bench --layer-ops``.
-Measured with ``freeze_parameters=True`` (deployed inference: weights are constants, so the
-gate/up projections merge into one matmul feeding ``SwiGlu``) and, for comparison, without.
+``layer_ops_report()`` gives two lines per zoo decoder (the built-in LLaMA prefill and
+decode step and, with transformers installed, its LLaMA / Qwen2 / GPT-2), for
+``npu-bench --layer-ops``: with ``freeze_parameters=True`` (weights are constants, so the
+gate/up projections merge into one matmul feeding ``SwiGlu``) and without (gate/up run as one
+``GroupedMatmul`` whose stacked rows feed ``SwiGlu``); q/k/v are one ``GroupedMatmul`` in both.
 """
 
 from __future__ import annotations
@@ -25,24 +26,33 @@ NOT_COMPUTE = frozenset({"Data", "RefData", "Const", "NetOutput"}) | frozenset(V
 Build = Callable[[int], tuple[nn.Module, tuple]]
 
 
-def ge_op_counts(model: nn.Module, inputs: tuple, options: dict | None = None) -> dict[str, int]:
-    """GE op types and counts of ``model``'s inference graphs (compute ops only)."""
+Check = Callable[[object, object], None]
+
+
+def ge_op_counts(model: nn.Module, inputs: tuple, options: dict | None = None,
+                 check: Check | None = None) -> dict[str, int]:
+    """GE op types and counts of ``model``'s inference graphs (compute ops only).
+    ``check(compiled output, eager output)`` when given (tests: numerics of the same run)."""
     from npu_inductor.compile_fx import COMPILE_HOOKS, recording
 
     torch._dynamo.reset()
     with recording(COMPILE_HOOKS) as graphs, torch.no_grad():
-        torch.compile(model, backend="npu", options=options)(*inputs)
+        actual = torch.compile(model, backend="npu", options=options)(*inputs)
+        if check is not None:
+            check(actual, model(*inputs))
     counts = collections.Counter(op.type for g in graphs for op in g.lowered.graph.ops)
     return {k: v for k, v in counts.items() if k not in NOT_COMPUTE}
 
 
 def ops_per_layer(build: Build, options: dict | None = None,
-                  dtype: torch.dtype = torch.bfloat16) -> tuple[float, dict[str, float]]:
+                  dtype: torch.dtype = torch.bfloat16,
+                  check: Check | None = None) -> tuple[float, dict[str, float]]:
     """(GE ops per layer, per op type) from the 4-layer and 2-layer builds of one decoder."""
     counts = []
     for layers in (2, 4):
         model, inputs = build(layers)
-        counts.append(ge_op_counts(model.eval().to(dtype), inputs, options))
+        inputs = tuple(x.to(dtype) if x.is_floating_point() else x for x in inputs)
+        counts.append(ge_op_counts(model.eval().to(dtype), inputs, options, check))
     two, four = counts
     diff = {k: (four.get(k, 0) - two.get(k, 0)) / 2 for k in set(two) | set(four)}
     diff = {k: v for k, v in sorted(diff.items()) if v}
@@ -60,13 +70,15 @@ class _Logits(nn.Module):
         return self.model(input_ids=ids, use_cache=False).logits
 
 
-def _builtin_llama(layers: int) -> tuple[nn.Module, tuple]:
-    from npu_inductor.benchmarks.zoo import LLAMA_CONFIG, Llama
+def _builtin(name: str) -> Build:
+    """The zoo's ``llama_prefill`` / ``llama_decode`` (batch 1) with ``layers`` layers."""
+    def build(layers: int) -> tuple[nn.Module, tuple]:
+        from npu_inductor.benchmarks import zoo
 
-    config = {k: v for k, v in LLAMA_CONFIG.items() if k != "prompt"}
-    torch.manual_seed(0)
-    model = Llama(**{**config, "layers": layers})
-    return model, (torch.randint(0, config["vocab"], (1, LLAMA_CONFIG["prompt"])),)
+        make = {"llama_prefill": zoo._llama_prefill, "llama_decode": zoo._llama_decode}[name]
+        return make(1, 0, **{**zoo.LLAMA_CONFIG, "layers": layers})
+
+    return build
 
 
 def _hf(name: str) -> Build:
@@ -94,7 +106,7 @@ def zoo_decoders() -> dict[str, Build]:
     """The decoders of the benchmark zoo (transformers ones when it is installed)."""
     import importlib.util
 
-    found: dict[str, Build] = {"llama": _builtin_llama}
+    found: dict[str, Build] = {n: _builtin(n) for n in ("llama_prefill", "llama_decode")}
     if importlib.util.find_spec("transformers") is not None:
         found.update({f"hf_{n}": _hf(n) for n in ("llama", "qwen2", "gpt2")})
     return found
@@ -104,8 +116,8 @@ def layer_ops_report() -> list[str]:
     """One line per zoo decoder: bf16 inference GE ops per layer, frozen and not."""
     lines = ["GE ops per decoder layer (bf16 inference, 4 layers - 2 layers, views excluded):"]
     for name, build in zoo_decoders().items():
-        frozen, types = ops_per_layer(build, {"freeze_parameters": True})
-        plain, _ = ops_per_layer(build)
-        detail = ", ".join(f"{k} {v:g}" for k, v in types.items())
-        lines.append(f"  {name:<10} {frozen:4g} frozen ({detail}); {plain:g} unfrozen")
+        for label, options in (("frozen", {"freeze_parameters": True}), ("unfrozen", None)):
+            total, types = ops_per_layer(build, options)
+            detail = ", ".join(f"{k} {v:g}" for k, v in types.items())
+            lines.append(f"  {name:<13} {label:<8} {total:4g}  ({detail})")
     return lines

@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -70,6 +70,81 @@ def time_call(fn: Callable[[], Any]) -> float:
     start = time.perf_counter()
     fn()
     return (time.perf_counter() - start) * 1e3
+
+
+# ---- CPU and wall time of passes over a stream (dynamic and serve modes) -------------------
+@dataclass
+class Times:
+    """Seconds of CPU time (``time.process_time``: every thread of this process, waiting
+    for a CPU excluded) and of wall time. With ``--threads 1`` a competing load barely
+    changes the CPU time, so published stream figures use it; wall time is kept beside it."""
+
+    cpu: float = 0.0
+    wall: float = 0.0
+
+    def __add__(self, other: Times) -> Times:
+        return Times(self.cpu + other.cpu, self.wall + other.wall)
+
+    def __sub__(self, other: Times) -> Times:
+        return Times(self.cpu - other.cpu, self.wall - other.wall)
+
+
+def now() -> Times:
+    return Times(time.process_time(), time.perf_counter())
+
+
+@contextlib.contextmanager
+def timed(into: Times | None = None) -> Iterator[Times]:
+    """Add the block's CPU and wall seconds to ``into`` (a new ``Times`` by default)."""
+    total = Times() if into is None else into
+    start = now()
+    try:
+        yield total
+    finally:
+        spent = now() - start
+        total.cpu, total.wall = total.cpu + spent.cpu, total.wall + spent.wall
+
+
+@dataclass(frozen=True)
+class Warm:
+    """How long the warm (steady-state) passes run: at least ``passes`` passes and
+    ``cpu_s`` CPU seconds of the measured variant (``--warm-s``, ``--passes``)."""
+
+    cpu_s: float = 5.0
+    passes: int = 3
+
+
+P = TypeVar("P")
+
+
+def stream_passes(cold_pass: Callable[[], Times], warm_pass: Callable[[int], P],
+                  variant_time: Callable[[P], Times], compiles: Callable[[], int], warm: Warm,
+                  max_passes: int = 200) -> tuple[list[Times], list[P]]:
+    """The cold pass, then warm passes ``warm_pass(i)`` until at least ``warm.passes`` ran
+    and the variant's CPU seconds in them (``variant_time``) add up to ``warm.cpu_s``.
+    A warm pass that compiled something is not steady state (``shape_buckets="auto"``
+    compiles after recording sizes in eager): it and the warm passes before it become
+    cold passes and the warm passes start again. Returns (cold times, warm passes)."""
+    cold, done = [cold_pass()], []
+    while len(cold) + len(done) < max_passes and (
+            len(done) < max(warm.passes, 1) or sum(variant_time(p).cpu for p in done) < warm.cpu_s):
+        before = compiles()
+        result = warm_pass(len(done))
+        if compiles() == before:
+            done.append(result)
+        else:
+            cold += [variant_time(p) for p in (*done, result)]
+            done = []
+    if not done:
+        raise RuntimeError(f"still compiling after {max_passes} passes over the stream")
+    return cold, done
+
+
+def median_ratio(num: list[float], den: list[float]) -> float:
+    """Median over passes of ``num[i] / den[i]`` (one pass's load spike moves one ratio)."""
+    if not num or len(num) != len(den):
+        raise ValueError(f"median_ratio needs equal, non-empty lists ({len(num)}, {len(den)})")
+    return statistics.median(n / d for n, d in zip(num, den))
 
 
 def _memory_events(prof: profile) -> list[tuple[int, int]]:

@@ -17,9 +17,9 @@ SPEED = KEYS + (
     ("speedup", "speedup", "{:.2f}x"), ("speedup_p10", "p10 speedup", "{:.2f}x"),
     ("abs_latency", "ms p50", "{:.3f}"),
     ("abs_latency_p10", "p10", "{:.3f}"), ("abs_latency_p90", "p90", "{:.3f}"),
-    ("compiles", "compiles", "{}"), ("total_time", "total s", "{:.2f}"),
-    ("padding_overhead", "padding", "{:.1%}"), ("compile_time", "compile s", "{:.2f}"),
-    ("steady_speedup", "steady", "{:.2f}x"),
+    ("compiles", "compiles", "{}"), ("total_time", "total wall s", "{:.2f}"),
+    ("padding_overhead", "padding", "{:.1%}"), ("compile_time", "compile wall s", "{:.2f}"),
+    ("steady_speedup", "steady cpu", "{:.2f}x"),
 )
 COMPILE = KEYS + (
     ("compilation_latency", "compile s", "{:.2f}"),

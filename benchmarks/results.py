@@ -59,11 +59,18 @@ class Row:
     workspace_lower_bound: float | None = None  # MB
     workspace_ratio: float | None = None  # planned / lower bound
     requests: int | None = None  # dynamic stream: number of requests
-    total_time: float | None = None  # s, dynamic stream incl. compiles
+    total_time: float | None = None  # s wall, dynamic stream: first pass incl. compiles
     compiles: int | None = None  # dynamic stream: GE graph compiles
     padding_overhead: float | None = None  # dynamic stream: padded / real elements - 1
-    steady_speedup: float | None = None  # dynamic stream, after compiles: eager / this per request
-    compile_time: float | None = None  # s, dynamic stream: total_time - steady pass time
+    steady_speedup: float | None = None  # dynamic stream, after compiles: eager / this (CPU)
+    compile_time: float | None = None  # s wall, dynamic stream: cold passes - steady passes
+    # dynamic stream, CPU time (time.process_time; reproduces under load with --threads 1)
+    total_cpu: float | None = None  # s, first pass, compiles included
+    compile_cpu: float | None = None  # s, cold passes - as many steady passes
+    steady_ms: float | None = None  # ms per request, median warm pass
+    steady_speedup_wall: float | None = None  # steady_speedup from wall time
+    warm_passes: int | None = None  # warm passes measured (median taken)
+    warm_cpu: float | None = None  # s, this variant's CPU time over all warm passes
     forward_ms: float | None = None  # training: median forward (+ loss) of a timed step
     backward_ms: float | None = None  # training: median backward
     optimizer_ms: float | None = None  # training: median optimizer step (compiled likewise)

@@ -89,6 +89,7 @@ class Settings:
     warmup: int = 3
     seed: int = 0
     lr: float = 1e-3
+    precompile: bool = False  # npu's fresh-process cold/warm with npu_inductor.precompile
 
 
 @dataclass
@@ -337,7 +338,8 @@ def _row(r: Runner, case: Case, settings: Settings, eager: Runner | None,
         row.speedup_p10 = ratio(eager.latency.p10, r.latency.p10)
     if r.backend.name != "eager" and r.cold_s is not None:
         row.compilation_latency, row.compilation_latency_warm = r.cold_s, r.warm_s
-        row.warm_kind = r.backend.warm_kind
+        row.warm_kind = r.backend.warm_kind + (
+            "_precompiled" if settings.precompile and r.backend.warm_kind == WARM_KIND else "")
         row.warm_cache_hits = r.warm_cache[0] if r.warm_cache else None
         row.compile_ratio_vs_aot_eager = ratio(r.cold_s, aot.cold_s if aot else None)
         row.compilation_latency_fresh = r.fresh_cold_s

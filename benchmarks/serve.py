@@ -3,11 +3,17 @@
     npu-bench --mode serve                 # the zoo's LLaMA decoder (no transformers needed)
     npu-bench --mode serve --hf llama      # transformers' LlamaForCausalLM, small config
 
-Each variant serves the same seeded stream twice, batch 1, greedy: the first pass includes
-every compile (``cold s``), the second runs on what is compiled (``tok/s`` and ``TTFT``:
-steady state). Variants: eager, exact static shapes (``dynamic=False``: a compile per new
-prompt length and per cache length), symbolic shapes (``dynamic=True``), power-of-two
-prompt buckets and ``shape_buckets="auto"``.
+Each variant serves the same seeded stream, batch 1, greedy: the first pass (``cold``)
+includes every compile (a later pass that still compiles counts as cold too), then warm
+passes, eager and the variant interleaved request by request, until the variant ran
+``--passes`` passes and ``--warm-s`` CPU seconds: ``tok/s``, ``TTFT`` (median time to the
+first token) and ``vs eager`` (median over passes of eager's time / the variant's) come
+from them. Figures are CPU time of the process (``time.process_time``: with ``--threads
+1`` a competing load barely changes it), and the same in wall time beside them. Variants
+(``--variants`` picks): eager (its warm figures: its passes interleaved with the
+variants, ``vs eager`` 1 by definition), exact static shapes (``dynamic=False``: a compile
+per new prompt length and per cache length), symbolic shapes (``dynamic=True``),
+power-of-two prompt buckets and ``shape_buckets="auto"``.
 
 * zoo decoder: ``generate`` is a greedy loop with a KV cache over ``Llama.prefill`` and
   ``Llama.decode``, each compiled on its own; buckets apply to the prompt (prefill), the
@@ -25,7 +31,6 @@ from __future__ import annotations
 import copy
 import random
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +41,15 @@ from torch import nn
 
 from npu_inductor import buckets as bucket_reports
 from npu_inductor.benchmarks.dynamic import pow2_buckets
-from npu_inductor.benchmarks.measure import recording
+from npu_inductor.benchmarks.measure import (
+    Times,
+    Warm,
+    median_ratio,
+    now,
+    recording,
+    stream_passes,
+    timed,
+)
 from npu_inductor.benchmarks.runner import _error_text
 from npu_inductor.benchmarks.zoo import Llama, LlamaDecode
 
@@ -52,17 +65,26 @@ class Request:
 
 @dataclass
 class ServeRow:
+    """One variant. CPU-time figures (``time.process_time``: they reproduce under load with
+    ``--threads 1``) and the same in wall time (``*_wall``, ``cold_s``, ``compile_s``)."""
+
     model: str
     variant: str
     requests: int
     tokens: int = 0  # generated per pass
-    cold_s: float | None = None  # first pass, compiles included
-    warm_s: float | None = None  # second pass
-    tok_per_s: float | None = None  # second pass
-    ttft_ms: float | None = None  # median time to first token, second pass
+    cold_cpu: float | None = None  # s, first pass, compiles included
+    cold_s: float | None = None  # same, wall
+    compile_cpu: float | None = None  # s, cold passes - as many median warm passes
+    compile_s: float | None = None  # same, wall
+    tok_per_s: float | None = None  # tokens / median warm pass CPU s
+    tok_per_s_wall: float | None = None
+    ttft_ms: float | None = None  # median CPU ms to the first token, warm passes
+    ttft_ms_wall: float | None = None
+    vs_eager: float | None = None  # median over warm passes of eager / this (CPU)
+    vs_eager_wall: float | None = None
+    warm_passes: int | None = None
     compiles: int | None = None
     padding_overhead: float | None = None
-    vs_eager: float | None = None  # eager warm_s / this warm_s
     match: str = "n/a"  # requests whose tokens equal eager's
     threads: int | None = None
     error: str = ""
@@ -77,7 +99,7 @@ def stream(requests: int, max_len: int, max_new: int, seed: int) -> list[Request
 
 
 # ---- generate(): the zoo decoder's greedy loop, or transformers' model.generate ------------
-Generate = Callable[[Request], tuple[torch.Tensor, float]]  # -> (new tokens, seconds to 1st)
+Generate = Callable[[Request], tuple[torch.Tensor, Times]]  # -> (new tokens, time to 1st)
 
 
 class Prefill(nn.Module):
@@ -99,12 +121,12 @@ class Prefill(nn.Module):
 
 
 def zoo_generate(prefill: Callable[..., Any], decode: Callable[..., Any]) -> Generate:
-    def generate(r: Request) -> tuple[torch.Tensor, float]:
-        start = time.perf_counter()
+    def generate(r: Request) -> tuple[torch.Tensor, Times]:
+        start = now()
         logits, *kv = prefill(r.prompt)
         k, v = torch.stack(kv[:len(kv) // 2]), torch.stack(kv[len(kv) // 2:])
         tok = logits[:, -1].argmax(-1, keepdim=True)
-        ttft = time.perf_counter() - start
+        ttft = now() - start
         out = [tok]
         for _ in range(r.new_tokens - 1):
             logits, k, v = decode(tok, k, v)
@@ -125,19 +147,19 @@ class _FirstToken:
     def put(self, value: torch.Tensor) -> None:
         self.puts += 1
         if self.puts == 2:
-            self.at = time.perf_counter()
+            self.at = now()
 
     def end(self) -> None:
         pass
 
 
 def hf_generate(model: nn.Module) -> Generate:
-    def generate(r: Request) -> tuple[torch.Tensor, float]:
-        streamer, start = _FirstToken(), time.perf_counter()
+    def generate(r: Request) -> tuple[torch.Tensor, Times]:
+        streamer, start = _FirstToken(), now()
         out = model.generate(r.prompt, attention_mask=torch.ones_like(r.prompt),
                              max_new_tokens=r.new_tokens, min_new_tokens=r.new_tokens,
                              do_sample=False, streamer=streamer, pad_token_id=0)
-        return out[:, r.prompt.shape[1]:], (streamer.at or time.perf_counter()) - start
+        return out[:, r.prompt.shape[1]:], (streamer.at or now()) - start
 
     return generate
 
@@ -181,18 +203,65 @@ def hf_llama(max_pos: int) -> nn.Module:
 
 
 # ---- running ----------------------------------------------------------------------------
-def _pass(generate: Generate, reqs: list[Request]) -> tuple[float, list[float], list]:
-    start, ttfts, outs = time.perf_counter(), [], []
+def _cold_pass(generate: Generate, reqs: list[Request], outs: list[list]) -> Times:
+    with timed() as t, torch.no_grad():
+        outs.append([generate(r)[0] for r in reqs])
+    return t
+
+
+def _warm_pass(eager: Generate, generate: Generate, reqs: list[Request],
+               index: int) -> tuple[Times, Times, list[Times], list[Times]]:
+    """Eager and ``generate`` interleaved request by request (which runs first alternates);
+    returns ``generate``'s and eager's pass times and their times to the first token."""
+    mine, theirs, my_ttfts, their_ttfts = Times(), Times(), [], []
     with torch.no_grad():
-        for r in reqs:
-            toks, ttft = generate(r)
-            ttfts.append(ttft)
-            outs.append(toks)
-    return time.perf_counter() - start, ttfts, outs
+        for i, r in enumerate(reqs):
+            calls = ((eager, theirs, their_ttfts), (generate, mine, my_ttfts))
+            for call, into, ttfts in calls if (i + index) % 2 == 0 else calls[::-1]:
+                with timed(into):
+                    _, ttft = call(r)
+                ttfts.append(ttft)
+    return mine, theirs, my_ttfts, their_ttfts
+
+
+EagerLog = list[tuple[Times, list[Times]]]  # eager's warm passes and first-token times
+
+
+def measure(row: ServeRow, eager: Generate, generate: Generate, reqs: list[Request],
+            warm: Warm, compiles: Callable[[], int], eager_log: EagerLog) -> None:
+    """Cold passes (the first, and warm passes that still compiled), then warm passes
+    interleaved with eager (appended to ``eager_log``); fills the row's CPU and wall
+    figures and ``outputs`` (first pass)."""
+    outs: list[list] = []
+    cold, passes = stream_passes(lambda: _cold_pass(generate, reqs, outs),
+                                 lambda i: _warm_pass(eager, generate, reqs, i),
+                                 lambda p: p[0], compiles, warm)
+    mine, theirs = [p[0] for p in passes], [p[1] for p in passes]
+    eager_log += [(p[1], p[3]) for p in passes]
+    row.outputs, row.cold_cpu, row.cold_s = outs[0], cold[0].cpu, cold[0].wall
+    steady = _warm_figures(row, mine, [t for p in passes for t in p[2]])
+    row.compile_cpu = sum(c.cpu for c in cold) - len(cold) * steady.cpu
+    row.compile_s = sum(c.wall for c in cold) - len(cold) * steady.wall
+    row.vs_eager = median_ratio([e.cpu for e in theirs], [p.cpu for p in mine])
+    row.vs_eager_wall = median_ratio([e.wall for e in theirs], [p.wall for p in mine])
+
+
+def _warm_figures(row: ServeRow, passes: list[Times], ttfts: list[Times]) -> Times:
+    """tok/s from the median warm pass, TTFT the median over requests; returns the median
+    pass."""
+    steady = Times(statistics.median(p.cpu for p in passes),
+                   statistics.median(p.wall for p in passes))
+    row.warm_passes = len(passes)
+    row.tok_per_s, row.tok_per_s_wall = row.tokens / steady.cpu, row.tokens / steady.wall
+    row.ttft_ms = statistics.median(t.cpu for t in ttfts) * 1e3
+    row.ttft_ms_wall = statistics.median(t.wall for t in ttfts) * 1e3
+    return steady
 
 
 def run_one(model_name: str, make: Callable[[str], Generate], variant: str,
-            reqs: list[Request]) -> ServeRow:
+            reqs: list[Request], eager: Generate, warm: Warm, eager_log: EagerLog) -> ServeRow:
+    """One variant; eager runs its cold pass only (its warm passes are the ones interleaved
+    with the variants, ``eager_log``)."""
     row = ServeRow(model_name, variant, len(reqs), sum(r.new_tokens for r in reqs),
                    threads=torch.get_num_threads())
     torch._dynamo.reset()
@@ -201,15 +270,18 @@ def run_one(model_name: str, make: Callable[[str], Generate], variant: str,
         # every size is a new Dynamo frame only for npu_exact; size 1 stays symbolic
         with recording() as rec, torch._dynamo.config.patch(recompile_limit=10_000), \
                 fx_config.patch(backed_size_oblivious=variant != "npu_exact"):
-            generate = make(variant)
-            row.cold_s, _, _ = _pass(generate, reqs)
-            row.warm_s, ttfts, row.outputs = _pass(generate, reqs)
+            count = (lambda: len(rec.reports)) if rec.reports_available else \
+                (lambda: len(rec.graphs))
+            if variant == "eager":
+                firsts: list[list] = []
+                cold = _cold_pass(eager, reqs, firsts)
+                row.outputs, row.cold_cpu, row.cold_s = firsts[0], cold.cpu, cold.wall
+            else:
+                measure(row, eager, make(variant), reqs, warm, count, eager_log)
     except Exception as e:  # noqa: BLE001 - a variant that cannot run yet is a result
         row.error = _error_text(e)
         return row
-    row.tok_per_s = row.tokens / row.warm_s
-    row.ttft_ms = statistics.median(ttfts) * 1e3
-    row.compiles = len(rec.reports) if rec.reports_available else len(rec.graphs)
+    row.compiles = count()
     reports = bucket_reports.REPORTS[first_report:]
     real = sum(r.real_elements for r in reports if not r.exact_reasons)
     padded = sum(r.padded_elements for r in reports if not r.exact_reasons)
@@ -221,8 +293,10 @@ def run_one(model_name: str, make: Callable[[str], Generate], variant: str,
 
 
 def run_serve(hf: bool, requests: int, max_len: int, max_new: int, seed: int,
-              progress: Callable[[str], None] = lambda s: None) -> list[ServeRow]:
-    """Every variant over one seeded stream, in one process."""
+              progress: Callable[[str], None] = lambda s: None,
+              names: list[str] | None = None, warm: Warm = Warm()) -> list[ServeRow]:
+    """Eager and the variants (``names``: all by default) over one seeded stream, in one
+    process; eager's warm figures come from its passes interleaved with the variants."""
     torch.manual_seed(seed)
     max_pos = max_len + max_new + 1
     if hf:
@@ -234,25 +308,41 @@ def run_serve(hf: bool, requests: int, max_len: int, max_new: int, seed: int,
                      max_pos=max_pos).eval()
         make = lambda v: zoo_variant(base, v, max_len)  # noqa: E731
     reqs = stream(requests, max_len, max_new, seed)
+    eager, eager_log = make("eager"), []
     rows: list[ServeRow] = []
-    for variant in VARIANTS:
+    for variant in select(names):
         progress(f"{name}/serve: {variant} over {requests} requests")
-        rows.append(run_one(name, make, variant, reqs))
-    eager = rows[0]
+        rows.append(run_one(name, make, variant, reqs, eager, warm, eager_log))
+    if eager_log:  # eager's warm passes: every one interleaved with a variant
+        _warm_figures(rows[0], [p for p, _ in eager_log], [t for _, ts in eager_log for t in ts])
+        rows[0].vs_eager = rows[0].vs_eager_wall = 1.0
     for row in rows:
-        if row.warm_s and eager.warm_s:
-            row.vs_eager = eager.warm_s / row.warm_s
-        if row.outputs and eager.outputs:
-            same = sum(torch.equal(a, b) for a, b in zip(row.outputs, eager.outputs))
+        if row.outputs and rows[0].outputs:
+            same = sum(torch.equal(a, b) for a, b in zip(row.outputs, rows[0].outputs))
             row.match = f"{same}/{len(reqs)}"
     return rows
 
 
+def select(names: list[str] | None) -> list[str]:
+    """Eager and the named variants (``exact`` or ``npu_exact``; None: all), in order."""
+    if not names:
+        return list(VARIANTS)
+    wanted = {n if n.startswith("npu_") or n == "eager" else f"npu_{n}" for n in names}
+    unknown = wanted - set(VARIANTS)
+    if unknown:
+        raise SystemExit(f"npu-bench: unknown --variants {sorted(unknown)}; choose from "
+                         f"{list(VARIANTS)}")
+    return [v for v in VARIANTS if v == "eager" or v in wanted]
+
+
+# (field, header, format): CPU-time figures first (they reproduce under load), wall after
 COLUMNS = (("variant", "variant", "{}"), ("compiles", "compiles", "{}"),
-           ("cold_s", "cold s", "{:.2f}"), ("warm_s", "warm s", "{:.2f}"),
-           ("tok_per_s", "tok/s", "{:.1f}"), ("ttft_ms", "TTFT ms", "{:.1f}"),
-           ("vs_eager", "vs eager", "{:.2f}x"), ("padding_overhead", "padding", "{:.1%}"),
-           ("match", "tokens = eager", "{}"))
+           ("cold_cpu", "cold cpu s", "{:.2f}"), ("compile_cpu", "compile cpu s", "{:.2f}"),
+           ("tok_per_s", "tok/s (cpu)", "{:.1f}"), ("ttft_ms", "TTFT cpu ms", "{:.2f}"),
+           ("vs_eager", "vs eager (cpu)", "{:.2f}x"), ("padding_overhead", "padding", "{:.1%}"),
+           ("match", "tokens = eager", "{}"), ("cold_s", "cold wall s", "{:.2f}"),
+           ("tok_per_s_wall", "tok/s (wall)", "{:.1f}"), ("ttft_ms_wall", "TTFT wall ms", "{:.2f}"),
+           ("vs_eager_wall", "vs eager (wall)", "{:.2f}x"), ("warm_passes", "warm passes", "{}"))
 
 
 def format_table(rows: list[ServeRow]) -> str:
@@ -262,7 +352,9 @@ def format_table(rows: list[ServeRow]) -> str:
         mine = [r for r in rows if r.model == model]
         first = mine[0]
         lines += [f"serve {model}: {first.requests} requests, {first.tokens} new tokens per "
-                  f"pass, batch 1, greedy, {first.threads} threads", "",
+                  f"pass, batch 1, greedy, {first.threads} threads; cold = first pass "
+                  "(compiles included), compile = cold passes minus warm passes, warm = "
+                  "median over passes (eager interleaved)", "",
                   "| " + " | ".join(h for _, h, _ in COLUMNS) + " |",
                   "|" + "---|" * len(COLUMNS)]
         for r in mine:

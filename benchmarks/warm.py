@@ -12,6 +12,16 @@ the time is a cold compile in a fresh process (``compilation_latency_fresh``); `
 floor are all first calls in a new process: none of them inherits what an earlier compile
 of the same model left in the process (Dynamo's source and bytecode caches, first-use
 imports), which otherwise favours whichever backend compiles the model later.
+
+With ``"precompile": true`` graph mode compiles the model with ``npu_inductor.precompile``
+(cache_precompile.py): a warm process loads Dynamo's output too instead of tracing the
+model (the optimizer step still goes through ``torch.compile``).
+
+    python -m npu_inductor.benchmarks.warm --compare bert,llama_prefill inference,training 3 \
+        [--precompile]
+
+prints a JSON row per model and mode: median cold (npu, aot_eager) and warm of 3 fresh
+processes each, interleaved (``compare``).
 """
 
 from __future__ import annotations
@@ -19,10 +29,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -33,14 +45,19 @@ WARM_KIND = "fresh_process_warm_cache"
 def spec(model: str, mode: str, settings: Any, options: dict[str, Any]) -> dict[str, Any]:
     return {"model": model, "mode": mode, "dtype": str(settings.dtype).removeprefix("torch."),
             "batch_size": settings.batch_size, "seed": settings.seed, "lr": settings.lr,
-            "threads": torch.get_num_threads(), "options": options}
+            "threads": torch.get_num_threads(), "options": options,
+            "precompile": getattr(settings, "precompile", False)}
 
 
-def measure_in_fresh_process(job: dict[str, Any], timeout: float = 900) -> tuple[float, dict]:
+def measure_in_fresh_process(job: dict[str, Any], timeout: float = 900,
+                              cache_dir: str | None = None) -> tuple[float, dict]:
     """Run ``main`` in a new interpreter (same environment: same cache folder; empty ones of
-    its own with ``job["empty_cache"]``)."""
+    its own with ``job["empty_cache"]``; ``cache_dir``: both caches under that folder)."""
     env, folders = dict(os.environ), []
-    if job.get("empty_cache"):
+    if cache_dir is not None:
+        env["NPU_INDUCTOR_CACHE_DIR"] = os.path.join(cache_dir, "npu_inductor")
+        env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache_dir, "torch")
+    elif job.get("empty_cache"):
         for name in ("NPU_INDUCTOR_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
             folders.append(tempfile.mkdtemp(prefix="npu_bench_fresh_"))
             env[name] = folders[-1]
@@ -57,15 +74,61 @@ def measure_in_fresh_process(job: dict[str, Any], timeout: float = 900) -> tuple
     return result["warm_s"], result["counters"]
 
 
+def compare(models: list[str], modes: list[str], reps: int = 3, precompile: bool = False,
+            options: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    """Per model and mode: ``reps`` fresh-process samples of the aot_eager cold compile, the
+    npu cold compile (empty caches) and the npu warm compile (the caches the first npu cold
+    sample filled), interleaved with alternating order; one JSON-able row each with the
+    samples, their medians, the ratios of the medians and the load average."""
+    from npu_inductor.benchmarks.runner import Settings
+    from npu_inductor.benchmarks.zoo import ZOO
+
+    for model in models:
+        for mode in modes:
+            if mode == "training" and not ZOO[model].trainable:
+                continue
+            base = spec(model, mode, Settings(precompile=precompile), options or {})
+            times: dict[str, list[float]] = {"aot_eager": [], "cold": [], "warm": []}
+            loads, warm_counters = [], {}
+            with tempfile.TemporaryDirectory(prefix="npu_bench_warm_") as filled:
+                for i in range(reps):
+                    runs = [("aot_eager", {**base, "backend": "aot_eager", "empty_cache": True},
+                             None),
+                            ("cold", {**base, "empty_cache": True}, filled if i == 0 else None),
+                            ("warm", base, filled)]
+                    for name, job, folder in (runs if i % 2 == 0 else
+                                              [runs[1], runs[0], runs[2]]):
+                        loads.append(os.getloadavg()[0])
+                        seconds, counters = measure_in_fresh_process(job, cache_dir=folder)
+                        times[name].append(seconds)
+                        if name == "warm":
+                            warm_counters = counters
+            med = {k: statistics.median(v) for k, v in times.items()}
+            yield {"model": model, "mode": mode, "precompile": precompile, "samples": times,
+                   "median": med, "cold_vs_aot_eager": med["cold"] / med["aot_eager"],
+                   "warm_vs_cold": med["warm"] / med["cold"], "warm_counters": warm_counters,
+                   "load": [round(min(loads), 1), round(max(loads), 1)]}
+
+
 def main(argv: list[str] | None = None) -> int:
     import logging
     import warnings
 
+    from npu_inductor import precompile
     from npu_inductor.benchmarks.runner import Backend, Settings, prepare, prime, step_fn
     from npu_inductor.benchmarks.zoo import ZOO
     from npu_inductor.cache import COUNTERS
 
-    job = json.loads((argv or sys.argv[1:])[0])
+    argv = argv or sys.argv[1:]
+    if argv[0] == "--compare":  # --compare MODELS MODES [REPS] [--precompile]
+        flags = [a for a in argv[1:] if a.startswith("--")]
+        models, modes, *rest = [a for a in argv[1:] if not a.startswith("--")]
+        torch.set_num_threads(1)
+        for row in compare(models.split(","), modes.split(","), int(rest[0]) if rest else 3,
+                           precompile="--precompile" in flags):
+            print(json.dumps(row), flush=True)
+        return 0
+    job = json.loads(argv[0])
     warnings.filterwarnings("ignore")
     logging.getLogger("npu_inductor").setLevel(logging.ERROR)
     torch.set_num_threads(job["threads"])
@@ -80,13 +143,23 @@ def main(argv: list[str] | None = None) -> int:
             return torch.compile(m, backend=backend)
         return torch.compile(m, backend="npu", options=job["options"])
 
-    prime([Backend(backend, wrap, npu=backend == "npu")])
+    precompiled = backend == "npu" and job.get("precompile", False)
+
+    def wrap_model(m: Any, inputs: tuple[Any, ...]) -> Any:
+        if not precompiled:
+            return wrap(m)
+        with torch.set_grad_enabled(case.train):  # the grad mode step_fn calls it in
+            return precompile(m, inputs, options=job["options"])
+
+    prime([Backend(backend, lambda m: wrap_model(m, (torch.randn(4, 4),)),
+                   npu=backend == "npu")])
     COUNTERS.clear()
     model = case.model
     opt = torch.optim.SGD(model.parameters(), lr=settings.lr) if case.train else None
     start = time.perf_counter()
     # as the cold measurement (runner.Runner.compile): the optimizer step compiled too
-    step_fn(case, model, wrap(model), opt, wrap(opt.step) if opt is not None else None)(False)
+    step_fn(case, model, wrap_model(model, case.inputs), opt,
+            wrap(opt.step) if opt is not None else None)(False)
     warm_s = time.perf_counter() - start
     print(json.dumps({"warm_s": warm_s, "counters": dict(COUNTERS)}))
     return 0

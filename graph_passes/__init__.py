@@ -28,6 +28,7 @@ from npu_inductor.graph_passes.fuse_conv_bn import fuse_conv_bn
 from npu_inductor.graph_passes.fuse_flash_attention_score import fuse_flash_attention_score
 from npu_inductor.graph_passes.fuse_gelu import fuse_gelu
 from npu_inductor.graph_passes.fuse_matmul import fuse_matmul
+from npu_inductor.graph_passes.fuse_projections import fuse_projections
 from npu_inductor.graph_passes.fuse_rms_norm import fuse_add_rms_norm, fuse_rms_norm
 from npu_inductor.graph_passes.fuse_rotary import fuse_rotary
 from npu_inductor.graph_passes.fuse_swiglu import fuse_swiglu
@@ -43,7 +44,7 @@ Pass = Callable[[torch.fx.GraphModule, NpuConfig], torch.fx.GraphModule]
 
 FUSIONS: frozenset[Pass] = frozenset({
     fuse_conv_bn, fuse_rms_norm, fuse_add_rms_norm, fuse_rotary, fuse_attention,
-    fuse_flash_attention_score, fuse_swiglu, fuse_gelu, fuse_matmul,
+    fuse_flash_attention_score, fuse_swiglu, fuse_gelu, fuse_matmul, fuse_projections,
 })
 
 PASSES: list[Pass] = [
@@ -61,8 +62,9 @@ PASSES: list[Pass] = [
     fuse_flash_attention_score,  # training graphs (fp16/bf16), forward and backward
     fuse_swiglu,  # merges frozen gate/up mm pairs, so before fuse_matmul
     fuse_gelu,
-    fuse_matmul,  # last: folds the transposes/bias the other fusions left
+    fuse_matmul,  # folds the transposes/bias the other fusions left
     remove_noops,
+    fuse_projections,  # groups fuse_matmul's projections of one input (no-op views gone)
     cse,  # fusions insert identical views (cos/sin per layer)
     dce,
     place_input_writes,  # last: each copy_ into an input right where its value is ready

@@ -13,13 +13,17 @@
     npu::gelu                  -> GeluV2(x; approximate) ("none"), Gelu(x) ("tanh")
     npu::matmul                -> MatMulV2(x1, x2, bias; transpose_x1, transpose_x2) (2-D),
                                   BatchMatMulV2(x1, x2, bias; adj_x1, adj_x2)
+    npu::grouped_linear        -> GroupedMatmul(x=[x]*n, weight=[W1..Wn], bias; split_item=0,
+                                  group_type=-1, transpose_weight) (n outputs)
+    npu::grouped_linear_stacked -> GroupedMatmul(x=[x]*n, weight=[W1..Wn]; split_item=2,
+                                  group_type=0, transpose_weight) (one output, rows stacked)
 """
 
 from __future__ import annotations
 
 import torch
 
-from npu_inductor import ops, ops_moe  # noqa: F401  (registers torch.ops.npu.*)
+from npu_inductor import ops, ops_moe, ops_projections  # noqa: F401  (registers torch.ops.npu.*)
 from npu_inductor.ge.ir import DYNAMIC_DIM, Value
 from npu_inductor.ge.op_specs import get_spec
 from npu_inductor.lowering.context import static_shape
@@ -188,3 +192,26 @@ def grouped_matmul(ctx, x, weight, group_list, group_type, transpose_x, transpos
              "transpose_x": bool(transpose_x), "transpose_weight": bool(transpose_weight)}
     return ctx.op("GroupedMatmul", [[x], [weight], [], [], [], [], [], group_list], attrs,
                   out=ctx.out_specs())
+
+
+# ---- projections of one input (npu_inductor/ops_projections.py, fuse_projections.py) --------
+def _grouped_linear(ctx, x, weights, split_item: int, group_type: int, biases=(),
+                    transpose_weight: bool = True):
+    attrs = {"split_item": split_item, "group_type": group_type,
+             "transpose_weight": bool(transpose_weight)}
+    return ctx.op("GroupedMatmul",
+                  [[x] * len(weights), list(weights), list(biases), [], [], [], []],
+                  attrs, out=ctx.out_specs())
+
+
+@register(npu.grouped_linear.default)
+def grouped_linear(ctx, x, weights, biases, transpose_weight):
+    """grouped_linear(Tensor x, Tensor[] weights, Tensor[] biases, bool transpose_weight) -> Tensor[]"""  # noqa: E501
+    ys = _grouped_linear(ctx, x, weights, 0, -1, biases, transpose_weight)
+    return ys if isinstance(ys, tuple) else (ys,)
+
+
+@register(npu.grouped_linear_stacked.default)
+def grouped_linear_stacked(ctx, x, weights):
+    """grouped_linear_stacked(Tensor x, Tensor[] weights) -> Tensor"""
+    return _grouped_linear(ctx, x, weights, 2, 0)

@@ -11,7 +11,7 @@ from typing import Any
 
 __all__ = ["device_report", "export",
            "empty_cache", "explain", "memory_stats", "memory_summary", "reset_peak_memory_stats",
-           "set_buckets", "set_memory_limit"]
+           "set_buckets", "set_memory_limit", "precompile"]
 # device-memory API, defined in runtime/device.py
 _MEMORY_API = ("empty_cache", "memory_stats", "memory_summary", "reset_peak_memory_stats",
                "set_memory_limit")
@@ -30,6 +30,10 @@ def __getattr__(name: str) -> Any:
         from npu_inductor.exporter import export
 
         return export
+    if name == "precompile":  # a warm start without Dynamo's trace (cache_precompile.py)
+        from npu_inductor.cache_precompile import precompile
+
+        return precompile
     if name == "explain":
         from npu_inductor.explainer import explain
 

@@ -15,11 +15,12 @@ from typing import Any
 import torch
 from torch._dynamo.backends.common import aot_autograd
 
-from npu_inductor import aot_cache
+from npu_inductor import aot_cache, bucket_frames
 from npu_inductor.buckets import (
     BucketedDim,
     BucketedGraph,
     EagerFirstCall,
+    _call_without_dynamo,
     find_bucketed_dims,
     new_report,
     static_bucketed_dims,
@@ -49,6 +50,8 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
         if static and not _training(example_inputs):
             return EagerFirstCall(gm, functools.partial(
                 _compile, gm, example_inputs, config, dims), static)
+        if dims and not _training(example_inputs):
+            return _compile_bucketed(gm, example_inputs, config, dims)
         return _compile(gm, example_inputs, config, dims)
     except user_errors() as e:
         if torch._dynamo.config.verbose:  # TORCHDYNAMO_VERBOSE=1: every frame
@@ -66,6 +69,17 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list[Any], config: NpuCon
     # freeze_parameters reads the real weights
     with real_inputs(example_inputs), aot_cache.scope(config, cached):
         return make_aot_backend(config, dims, cached)(gm, example_inputs)
+
+
+def _compile_bucketed(gm: torch.fx.GraphModule, example_inputs: list[Any], config: NpuConfig,
+                      dims: list[BucketedDim]) -> Any:
+    """A frame's size-1 graph runs its general bucketed graph (``bucket_frames``)."""
+    key = bucket_frames.frame_key(gm, config)
+    if key is not None and bucket_frames.pinned_by_torch(dims):
+        return bucket_frames.SizeOneGraph(key, dims, functools.partial(
+            _call_without_dynamo, lambda _: _compile(gm, example_inputs, config, dims), ()),
+            gm)
+    return bucket_frames.register_general(key, _compile(gm, example_inputs, config, dims))
 
 
 def _training(example_inputs: list[Any]) -> bool:

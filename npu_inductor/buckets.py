@@ -505,26 +505,55 @@ class BucketedGraph:
 
     def _call(self, args: tuple) -> Any:
         self.report.calls += 1
+        if not self.report.safety.safe:
+            return self._call_exact(args)
         values = self._read(args)
         padded = dict(values)
-        if self.report.safety.safe:
-            chosen = {d.symbol: self._bucket(d, values[d.symbol]) for d in self.dims}
-            if None in chosen.values():  # auto buckets still profiling, or above them
-                self.report.eager_calls += 1
-                return self.gm(*args)
-            padded.update(chosen)
-        elif str(self.report.safety) not in self.report.exact_reasons:
-            self.report.exact_reasons.append(str(self.report.safety))
+        chosen = {d.symbol: self._bucket(d, values[d.symbol]) for d in self.dims}
+        if None in chosen.values():  # auto buckets still profiling, or above them
+            self.report.eager_calls += 1
+            return self.gm(*args)
+        padded.update(chosen)
         self._count(values, padded)
         key = tuple(sorted((str(s), v) for s, v in padded.items()))
         call_args = self._pad(args, values, padded)
-        fn = self._gear_model(call_args, padded) if self.report.safety.safe else None
-        fn = fn or self.cache.get(key)
+        fn = self._gear_model(call_args, padded) or self.cache.get(key)
         if fn is None:
             fn = self.compile_static(specialize(self.gm, call_args), list(call_args))
             self.cache[key] = fn
             self.report.compiles += 1
         return self._slice(fn(list(call_args)), values, padded)
+
+    def _call_exact(self, args: tuple) -> Any:
+        """Padding not proven exact: each size of the bucketed dims (and each value of the
+        int inputs) compiles exactly; the graph's other dynamic dims (e.g. generate()'s
+        cache length) stay symbolic, so they do not compile a graph per size."""
+        if str(self.report.safety) not in self.report.exact_reasons:
+            self.report.exact_reasons.append(str(self.report.safety))
+        values = self._read(args)
+        self._count(values, values)
+        exact = self._exact_symbols()
+        kept = [s for s in self.symbols if s not in exact]
+        # a kept symbol's graph is valid for sizes >= 2 that equal the same other kept sizes
+        # (duck sizing merges equal sizes, sizes 0 and 1 specialize)
+        shape = tuple(min(values[s], 2) if values[s] < 2 else
+                      next(i for i, t in enumerate(kept) if values[t] == values[s])
+                      for s in kept)
+        key = (tuple(sorted((str(s), v) for s, v in values.items() if s in exact)), shape)
+        fn = self.cache.get(key)
+        if fn is None:
+            keep = [self.symbols[s] for s in kept]
+            fn = self.compile_static(specialize(self.gm, args, keep), list(args))
+            self.cache[key] = fn
+            self.report.compiles += 1
+        return fn(list(args))
+
+    def _exact_symbols(self) -> set:
+        """The bucketed symbols and those of int inputs (a symbolic int, e.g. a slice
+        bound, would make data-dependent sizes)."""
+        ints = {sym for sym, places in self.symbols.items()
+                if all(dim is None for _, dim in places)}
+        return {d.symbol for d in self.dims} | ints
 
     def _count(self, values: dict, padded: dict) -> None:
         for d in self.dims:
@@ -565,17 +594,70 @@ def new_report(dims: list[BucketedDim], exact_reason: str | None = None) -> Buck
     return report
 
 
-def specialize(gm: torch.fx.GraphModule, args: Sequence[Any]) -> torch.fx.GraphModule:
-    """A static copy of the symbolic aten graph ``gm`` for these concrete inputs."""
+def specialize(gm: torch.fx.GraphModule, args: Sequence[Any],
+               keep: Sequence[list[tuple[int, int | None]]] = ()) -> torch.fx.GraphModule:
+    """A copy of the symbolic aten graph ``gm`` for these concrete inputs: static, except
+    the sizes in ``keep`` (per symbol, its places: (position, dim), dim None for an int
+    input), which stay symbolic."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    static = make_fx(gm, tracing_mode="fake")(*args)
+    static = make_fx(gm, tracing_mode="fake")(*_fakes(args, keep)) if keep else \
+        make_fx(gm, tracing_mode="fake")(*args)
+    _drop_static_asserts(static)
     # make_fx leaves meta['val'] off the placeholders of the (now concrete) size arguments:
     # the passes and the verifier expect it everywhere
     for node, arg in zip((n for n in static.graph.nodes if n.op == "placeholder"), args):
         if "val" not in node.meta and isinstance(arg, (int, float, bool)):
             node.meta["val"] = arg
     return static
+
+
+def _fakes(args: Sequence[Any], keep: Sequence[list[tuple[int, int | None]]]) -> list:
+    """Fake inputs whose ``keep`` sizes are symbols (equal sizes share one: duck sizing)
+    and whose other sizes are static."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import (
+        DimDynamic,
+        ShapeEnv,
+        StatelessSymbolicContext,
+    )
+
+    dims = {place for places in keep for place in places if place[1] is not None}
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    out: list = []
+    for pos, a in enumerate(args):
+        if not isinstance(a, torch.Tensor):
+            out.append(a)
+            continue
+        dynamic = [DimDynamic.DUCK if (pos, d) in dims else DimDynamic.STATIC
+                   for d in range(a.dim())]
+        context = StatelessSymbolicContext(dynamic_sizes=dynamic,
+                                           constraint_sizes=[None] * a.dim())
+        out.append(mode.from_tensor(a, symbolic_context=context))
+    for places in keep:  # an int input that is a kept size: that size's symbol
+        tensor_pos, dim = next(p for p in places if p[1] is not None)
+        for pos, d in places:
+            if d is None:
+                out[pos] = out[tensor_pos].shape[dim]
+    return out
+
+
+def _drop_static_asserts(gm: torch.fx.GraphModule) -> None:
+    """The symbolic graph's runtime asserts (``_assert_scalar``) are constants once the sizes
+    are: drop those that hold; one that fails means these (padded) sizes break the model's
+    own size checks."""
+    for node in list(gm.graph.nodes):
+        if node.target is not torch.ops.aten._assert_scalar.default:
+            continue
+        cond = node.args[0]
+        if isinstance(cond, torch.fx.Node):
+            continue  # still data dependent: lowered (or refused) as any other op
+        if not cond:
+            raise BucketError(f"the padded sizes fail the model's own size check "
+                              f"{node.args[1]!r}; use smaller buckets for this input")
+        gm.graph.erase_node(node)
+    gm.graph.lint()
+    gm.recompile()
 
 
 def _pad_dim(a: torch.Tensor, dim: int, size: int) -> torch.Tensor:

@@ -242,7 +242,7 @@ def _run_ge(air: bytes, inputs: list[torch.Tensor]) -> Iterator[tuple[Any, dict[
     for slot, t in zip(model.data_slots, inputs):
         vals[slot] = t
     edge_of = {slot: edge for edge, slot in model.slot_of.items()}
-    for st in model.steps:
+    for st in model.op_steps:
         result = st.fn(*[_fetch(vals, a) for a in st.args], **st.attrs)
         results = (result,) if len(st.outs) == 1 else tuple(result)
         outs = {}

@@ -28,6 +28,7 @@ from typing import Any
 
 import sympy
 import torch
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from npu_inductor.lowering.registry import bind
 from npu_inductor.padding_masks import NEG, KnownTails, iota_dim
@@ -172,6 +173,8 @@ class _Analysis:
             return self._attention(node)
         if t in (aten.slice.Tensor, aten.select.int, aten.narrow.default):
             return self._slice(node, tails)
+        if t is aten.stack.default:  # a new (unpadded) dim: valid rows stack valid rows
+            return ZERO if all(x == ZERO for x in tails) else ANY
         if t in (aten.cat.default, aten.split_with_sizes.default, aten.split.Tensor):
             return self._along_unpadded(node, tails)
         if t is aten.native_layer_norm.default:
@@ -280,16 +283,16 @@ class _Analysis:
         dim = node.args[1] % src.meta["val"].dim() if len(node.args) > 1 else 0
         if dim not in self.padded(src):
             return tails[0] or ANY
-        start = node.args[2] if len(node.args) > 2 else 0
+        start = _value(node.args[2]) if len(node.args) > 2 else 0
         if not prefix_dim(_expr(src.meta["val"].shape[dim]), self.symbols):
             return self._fail(node, "slices a dim that merges a padded dim with others")
         if node.target is aten.select.int and start == 0:  # the first row: valid (n >= 1)
             return ANY
         if _free(start) & self.symbols or (node.target is aten.select.int):
             return self._fail(node, "indexes a padded dim relative to its size")
-        if isinstance(start, int) and start < 0:  # x[:, -1:]: the padded tail's last rows
+        if not _nonnegative(start):  # x[:, -1:], x[:, -k:]: the padded tail's last rows
             return self._fail(node, "slices a padded dim from its end")
-        end = node.args[3] if len(node.args) > 3 else None
+        end = _value(node.args[3]) if len(node.args) > 3 else None
         if node.target is aten.slice.Tensor and not self._prefix_end(end):
             return self._fail(node, f"slices a padded dim up to {end}, not its valid end")
         if node.target is aten.slice.Tensor and len(node.args) > 4 and node.args[4] != 1:
@@ -324,14 +327,30 @@ class _Analysis:
         return ANY
 
 
+def _value(arg: Any) -> Any:
+    """A slice bound: an FX node computing a size stands for its (symbolic) value."""
+    return arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg
+
+
+def _nonnegative(start: Any) -> bool:
+    """Counts from the start of the dim (a negative start counts from its padded end)."""
+    if isinstance(start, int):
+        return start >= 0
+    return isinstance(start, torch.SymInt) and bool(_expr(start).is_nonnegative)
+
+
 def check_outputs(gm: torch.fx.GraphModule, symbols: set) -> None:
-    """Each padded output dim must be ``s + c`` (sliceable back to the valid region)."""
+    """Each padded output dim must be ``s + c`` (sliceable back to the valid region), and
+    no output size may depend on data (an unbacked size: slicing back cannot compute it)."""
     out = next(n for n in gm.graph.nodes if n.op == "output")
     for node in _flatten(out.args[0]):
         val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
         if not isinstance(val, torch.Tensor):
             continue
         for size in val.shape:
+            if free_unbacked_symbols(size):
+                raise UnsafePadding(node, f"output size {size} depends on data, so slicing "
+                                          "cannot recover it")
             if _free(size) & symbols and not prefix_dim(_expr(size), symbols):
                 raise UnsafePadding(node, f"output size {size} is not `bucketed size + "
                                           "constant`, so slicing cannot recover it")

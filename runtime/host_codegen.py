@@ -105,6 +105,7 @@ def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict) -> di
                 sigs[s] = st.sigs[i]
             ctx["stores"].append((dest[0], s, f"r[{i}]" if indexed else "r"))
     ctx["call"] = call
+    ctx["hand_args"] = [] if b.private else args  # a private source needs no alias check
     return ctx
 
 

@@ -30,6 +30,7 @@ import torch
 from npu_inductor.ge.device_rules import check_graph, input_index_by_name
 from npu_inductor.ge.ir import Graph, OpNode
 from npu_inductor.ge.op_specs import get_spec
+from npu_inductor.runtime import attention_chain
 from npu_inductor.runtime.kernels import KERNELS, OUT_KERNELS, RUNTIME, SPECIALIZERS
 from npu_inductor.runtime.memory_plan import (
     ALIAS_OPS,
@@ -56,6 +57,7 @@ class Step:
     outs: tuple[int, ...]
     sigs: tuple[tuple[torch.dtype | None, tuple[int, ...]], ...]  # (dtype, shape) per output
     compute: torch.dtype | None = None  # precision_mode moved the op to this dtype
+    chain: tuple[Step, ...] = ()  # a fused attention chain's op steps (attention_chain.py)
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class Bound:
     frees: tuple[int, ...]
     detach: bool = False           # a planned output overlaps a planned input's bytes
     notask: bool = False           # a view op whose planned output is its input's bytes
+    private: bool = False          # a graph output viewing a fresh result only it reads
 
 
 def _arg_layout(op: OpNode, slot_of: dict[str, int]) -> tuple:
@@ -102,12 +105,17 @@ def _nbytes(sig: tuple[torch.dtype | None, tuple[int, ...]]) -> int | None:
 class HostModel:
     """A loaded GE graph, executable with host kernels in a planned workspace."""
 
-    def __init__(self, graph: Graph, allocator: Any = None, *, memory_plan: bool = True) -> None:
+    def __init__(self, graph: Graph, allocator: Any = None, *, memory_plan: bool = True,
+                 fuse_attention: bool | None = None) -> None:
         self.graph = graph
+        # run fp32 attention chains as one kernel (runtime/attention_chain.py); None: env
+        self.fuse_attention = attention_chain.enabled() if fuse_attention is None \
+            else fuse_attention
         self.allocator = allocator
         self.inputs = graph.data_ops()
         self.consts: dict[int, torch.Tensor] = {}
-        self.steps: list[Step] = []
+        self.steps: list[Step] = []     # what runs: op steps, attention chains fused
+        self.op_steps: list[Step] = []  # one step per GE op (op-by-op debugging)
         self.data_slots: list[int] = []
         self.output_slots: tuple[int, ...] = ()
         self.output_sigs: list[tuple] = []
@@ -157,6 +165,8 @@ class HostModel:
                      if not k.startswith("_")}  # private GE attrs (port-name maps)
             self.steps.append(Step(op, self._kernel(op, args, attrs), args, attrs, outs,
                                    tuple(sig_of[s] for s in outs)))
+        self.op_steps = self.steps
+        self.steps = self._fused(self.op_steps)
         self._produced = {s for st in self.steps for s in st.outs}
 
     def _kernel(self, op: OpNode, args: tuple, attrs: dict[str, Any]) -> Callable[..., Any]:
@@ -171,6 +181,11 @@ class HostModel:
                 return fn
         return KERNELS[op.type]
 
+    def _fused(self, steps: list[Step]) -> list[Step]:
+        if not self.fuse_attention:
+            return steps
+        return attention_chain.fuse_chains(steps, set(self.output_slots), self.consts)
+
     def set_precision_mode(self, mode: str, soc: str) -> None:
         """Compute each op in the dtype ATC's ``precision_mode`` would pick on ``soc``
         (``runtime/precision.py``); ``compute_dtypes`` names the ops moved."""
@@ -180,13 +195,14 @@ class HostModel:
             return
         self.precision_mode = mode
         steps, self.compute_dtypes = [], {}
-        for st in self.steps:
+        for st in self.op_steps:
             base = self._kernel(st.op, st.args, st.attrs)
             fn, compute = precision.apply(st.op, base, mode, soc)
             steps.append(replace(st, fn=fn, compute=compute))
             if compute is not None:
                 self.compute_dtypes[st.op.name] = compute
-        self.steps = steps
+        self.op_steps = steps
+        self.steps = self._fused(steps)
         self.set_memory_plan(self.memory_plan_enabled)
 
     # ---- binding outputs to memory ---------------------------------------------------------
@@ -209,11 +225,14 @@ class HostModel:
         reads = _read_counts(self.steps)
         dests: dict[int, tuple] = {}
         use_out: list[bool] = []
+        handed = _handed_over(self.steps, graph_outs, reads)
         for st in self.steps:
             src = _flat(st.args)[0] if _flat(st.args) else None
             for s in st.outs:
                 if s in graph_outs:
                     dests[s] = ("graph",)
+                elif s in handed:  # its memory goes to the user through a view
+                    dests[s] = ("keep",)
                 elif not planned or st.op.type in ALIAS_OPS or (
                         st.op.type in VIEW_OPS and dests.get(src, ("x",))[0] != "ws"):
                     dests[s] = ("keep",) if reads.get(s) else ("drop",)
@@ -232,7 +251,9 @@ class HostModel:
                 return self._bind(planned=False)
         frees = _frees(self.steps, dests, graph_outs | external)
         return [Bound(st, u, tuple(dests[s] for s in st.outs), f,
-                      not u and _shares_bytes(st, self.plan), _no_task(st, dests, self.plan))
+                      not u and _shares_bytes(st, self.plan), _no_task(st, dests, self.plan),
+                      bool(_flat(st.args)) and _flat(st.args)[0] in handed
+                      and st.op.type in VIEW_OPS)
                 for st, u, f in zip(self.steps, use_out, frees)]
 
     def _plan_steps(self, use_out: list[bool]) -> list[PlanStep]:
@@ -389,8 +410,27 @@ class _Accounting:
         self.blocks.clear()
 
 
+# Kernels whose result (called without out=) is always new memory of its own.
+_FRESH_OPS = frozenset({"MatMulV2", "BatchMatMulV2"})
+
+
+def _handed_over(steps: list[Step], graph_outs: set[int], reads: dict[int, int]) -> set[int]:
+    """Results of fresh-memory kernels whose one reader is a view op giving a graph output
+    (a matmul reshaped to the logits): kept out of the workspace, the view is handed to the
+    user as it is instead of being copied (nothing else can reach those bytes)."""
+    fresh = {st.outs[0]: st for st in steps if st.op.type in _FRESH_OPS and len(st.outs) == 1}
+    out = set()
+    for st in steps:
+        args = _flat(st.args)
+        if st.op.type in VIEW_OPS and len(st.outs) == 1 and st.outs[0] in graph_outs \
+                and args and args[0] in fresh and reads.get(args[0]) == 1 \
+                and args[0] not in graph_outs and fresh[args[0]].compute is None:
+            out.add(args[0])
+    return out
+
+
 def _can_out(st: Step) -> bool:
-    return (st.compute is None and st.op.type in OUT_KERNELS and len(st.outs) == 1
+    return (st.compute is None and not st.chain and st.op.type in OUT_KERNELS and len(st.outs) == 1
             and st.op.type not in VIEW_OPS and _nbytes(st.sigs[0]) is not None)
 
 
@@ -417,7 +457,7 @@ def _run_step(b: Bound, vals: list[Any], views: dict[int, torch.Tensor],
         if kind == "ws":
             vals[s] = _store(r, views[s])
         elif kind == "graph":
-            vals[s] = _hand_over(r, sig, args, ws_ptr)
+            vals[s] = _hand_over(r, sig, [] if b.private else args, ws_ptr)
         elif kind == "keep":
             vals[s] = r
 

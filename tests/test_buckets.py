@@ -18,7 +18,10 @@ from npu_inductor.padding_safety import prefix_dim
 
 @pytest.fixture(autouse=True)
 def _no_size_one_specialization():
-    # Dynamo specializes size-1 dims (a separate graph) unless size-oblivious
+    # shape_buckets by option (no set_buckets tag): Dynamo's compile of a first size 1
+    # specializes it (a separate graph) unless size-oblivious. set_buckets needs no flag
+    # (tests/test_buckets_auto.py); turning it on for every shape_buckets compile would
+    # also keep int inputs of 0/1 symbolic (generate()'s logits_to_keep: refused padding).
     with fx_config.patch(backed_size_oblivious=True):
         yield
 

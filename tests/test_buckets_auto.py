@@ -74,19 +74,27 @@ def _bert_inputs(b: int, n: int, sizes: list[int]) -> tuple[torch.Tensor, torch.
 EDGES = (2, 3, 15, 16, 17, 31, 32, 33, 63, 64)
 
 
-def test_bert_sequence_buckets_additive_mask():
-    """The zoo encoder: ``(1 - mask) * finfo.min`` added to the scores, softmax, matmul."""
+def test_bert_sequence_buckets_additive_mask_every_length():
+    """The zoo encoder: ``(1 - mask) * finfo.min`` added to the scores, softmax, matmul;
+    every length 1..64, then 1 again. Length 1 first: torch's matmul decomposition pins the
+    size to 1 in Dynamo's first graph; that graph runs once in eager, then the frame's
+    general bucketed graph (``bucket_frames``): 3 graphs, not a 4th for length 1."""
     model, _ = make("bert")
     model.eval()
     compiled = torch.compile(model, backend="npu")
+    first_report = len(buckets.REPORTS)
     with torch.no_grad(), record_graphs() as graphs:
-        for n in EDGES:
+        for n in [*range(1, 65), 1]:
             ids, mask = _bert_inputs(2, n, [16, 32, 64])
             torch.testing.assert_close(compiled(ids, mask), model(ids, mask),
                                        rtol=1e-5, atol=1e-5)
-    report = buckets.REPORTS[-1]
-    assert report.safety.safe, report.safety
-    assert len(graphs) == report.compiles == 3
+    reports = buckets.REPORTS[first_report:]
+    general = [r for r in reports if r.safety is not None]
+    assert len(general) == 1 and general[0].safety.safe, [str(r.safety) for r in reports]
+    assert len(graphs) == general[0].compiles == 3
+    assert sorted(g.lowered.graph.data_ops()[0].output_descs[0].shape[1] for g in graphs) \
+        == [16, 32, 64]
+    assert sum(r.eager_calls for r in reports) == 1  # length 1's first call
 
 
 def test_transformers_bert_sequence_buckets_sdpa_mask():
@@ -173,3 +181,18 @@ def test_softmax_over_an_unmasked_padded_dim_is_still_refused():
     report = _safety(_eager_attention(lambda m: m[:, None, None, :].float()),
                      *_attn_inputs(), padded=(1,))
     assert not report.safe and "_softmax" in report.reason
+
+
+def test_stack_is_proven_and_keeps_a_zero_tail():
+    def f(x, y):  # the zero tail survives the stack, so the sum over the padded dim is exact
+        return torch.stack([x, y * 2], dim=0).sum(-1)
+
+    x, y = torch.randn(3, 5), torch.randn(3, 5)
+    assert _safety(f, x, y, padded=(1,)).safe
+    compiled = torch.compile(f, backend="npu", options={"shape_buckets": {"x": {1: [8]},
+                                                                          "y": {1: [8]}}})
+    with record_graphs() as graphs:
+        for n in (3, 5, 7):
+            x, y = torch.randn(3, n), torch.randn(3, n)
+            torch.testing.assert_close(compiled(x, y), f(x, y))
+    assert buckets.REPORTS[-1].safety.safe and len(graphs) == 1

@@ -5,6 +5,7 @@ no graph breaks. Prefill is bucketed over the prompt length (``shape_buckets`` o
 
 import pytest
 import torch
+import torch.fx.experimental._config as fx_config
 from harness import record_graphs
 
 from npu_inductor import buckets
@@ -86,3 +87,31 @@ def test_generate_static_cache_one_decode_graph():
     assert len(prefill) <= len(set(PROMPTS[:2])) - 1
     assert any("index_copy" in str(r.safety) for r in reports if r.dims)
     print(f"static cache: {len(prefill)} prefill + {len(decode)} decode GE graphs")
+
+
+def test_generate_buckets_with_dynamic_true_one_decode_graph():
+    """``npu-bench --mode serve --hf llama``'s pow2 variant: ``dynamic=True`` and buckets,
+    generate's defaults (``logits_to_keep`` is a symbolic int, ``hidden[:, -k:]``): that
+    slice reads the padded tail, so prefill compiles each prompt length exactly; decode is
+    ONE graph whose cache length stays symbolic (not a graph per cache length). Before,
+    the symbolic slice start passed the analysis and slicing back the data-dependent
+    logits length raised ``TypeError: Cannot convert symbols to int``."""
+    model = _llama()
+    prompts = [torch.randint(1, 128, (1, n)) for n in (5, 3)]
+
+    def generate(p):
+        return model.generate(p, attention_mask=torch.ones_like(p), max_new_tokens=4,
+                              min_new_tokens=4, do_sample=False, pad_token_id=0)
+
+    expected = [generate(p) for p in prompts]
+    model.forward = torch.compile(model.forward, backend="npu", dynamic=True,
+                                  options={"shape_buckets": {"input_ids": {1: BUCKETS}}})
+    first_report = len(buckets.REPORTS)
+    # the benchmark's setting: size 1 stays symbolic, so the int logits_to_keep (1) does too
+    with torch.no_grad(), record_graphs() as graphs, fx_config.patch(backed_size_oblivious=True):
+        for p, want in zip(prompts, expected):
+            torch.testing.assert_close(generate(p), want, rtol=0, atol=0)
+    reports = [r for r in buckets.REPORTS[first_report:] if r.dims]
+    assert reports and not any(r.safety.safe for r in reports), [str(r.safety) for r in reports]
+    # a prefill graph per prompt length; ONE decode graph for the 5 cache lengths (5..7, 3..5)
+    assert len(graphs) == len(prompts) + 1, len(graphs)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 import torch.nn.functional as F
 
@@ -264,6 +266,44 @@ def swiglu_grad(y_grad, x, dim=-1):
     return torch.cat((dyf * b * s * (1 + a * (1 - s)), dyf * a * s), dim=dim).to(x.dtype)
 
 
+def _grouped_lists(xs, ws, bias, ends, split_item, transpose_weight, transpose_x, group_type):
+    """The non-quantized list forms the 910B runs (aclnnGroupedMatmulV4, Atlas A2):
+    group_type -1 with split_item 0/1 (x, weight, y lists: y_i = x_i @ w_i), group_type 0
+    with split_item 2/3 (x, weight lists, one y: the x_i @ w_i stacked on rows). fp16/bf16
+    only (float32 is single-tensor only), 2-D weights, x not transposed; a bias list (one
+    per weight) is float16 for float16, float32 for bfloat16, added before the rounding."""
+    def refuse(why):
+        raise ValueError(f"GroupedMatmul (x: {len(xs)} tensors, weight: {len(ws)}, "
+                         f"split_item={split_item}, group_type={group_type}): {why}")
+    if len(xs) != len(ws) or len(ws) > 128:
+        refuse("x and weight must be lists of one length, at most 128")
+    if transpose_x or any(t.dtype not in (torch.float16, torch.bfloat16) for t in (*xs, *ws)):
+        refuse("only float16/bfloat16 x and weight, x not transposed")
+    if any(w.dim() != 2 for w in ws) or any(x.dtype != xs[0].dtype for x in (*xs, *ws)):
+        refuse("weights must be 2-D, all tensors of one dtype")
+    ws = [w.mT if transpose_weight else w for w in ws]
+    if bias:
+        want = torch.float16 if xs[0].dtype == torch.float16 else torch.float32
+        if len(bias) != len(ws) or any(b.dtype != want or b.dim() != 1 for b in bias):
+            refuse(f"bias: one 1-D {want} tensor per weight")
+        ys = [(torch.matmul(x.float(), w.float()) + b.float()).to(x.dtype)
+              for x, w, b in zip(xs, ws, bias)]
+    else:
+        ys = [torch.matmul(x, w) for x, w in zip(xs, ws)]
+    if group_type == -1 and split_item in (0, 1):
+        if ends is not None or len({x.dim() for x in xs}) != 1 or not 2 <= xs[0].dim() <= 6:
+            refuse("no group_list; x tensors of one rank in 2..6")
+        return ys[0] if len(ys) == 1 else tuple(ys)
+    if group_type == 0 and split_item in (2, 3):
+        if any(x.dim() != 2 for x in xs) or len({y.shape[1] for y in ys}) != 1:
+            refuse("2-D x and weights of equal N")
+        if ends is not None and ends.tolist() != list(
+                itertools.accumulate(x.shape[0] for x in xs)):
+            refuse("group_list must be the cumulative row counts of the x tensors")
+        return torch.cat(ys, 0)
+    refuse("list forms: group_type -1 with split_item 0/1, or group_type 0 with 2/3")
+
+
 def _group_bounds(group_list) -> list[tuple[int, int]]:
     ends = [int(e) for e in group_list.tolist()]
     return list(zip([0, *ends[:-1]], ends))
@@ -277,7 +317,12 @@ def grouped_matmul(x, weight, bias=(), scale=(), offset=(), antiquant_scale=(),
     """Single-tensor forms (split_item 2/3): group_type 0 splits x's rows (weight [E, K, N]
     or [E, N, K] transposed), group_type 2 splits the contracted axis of x stored [K, M]
     (transpose_x) and weight [K, N] into an [E, M, N] result. group_list: cumulative (type
-    0) or per-group counts (type 1)."""
+    0) or per-group counts (type 1). Lists of x and weight: ``_grouped_lists``."""
+    if (len(x) > 1 or len(weight) > 1) and not (scale or offset or antiquant_scale):
+        counts = None if group_list is None else (
+            group_list if group_list_type == 0 else group_list.cumsum(0))
+        return _grouped_lists(x, weight, bias, counts, split_item, transpose_weight,
+                              transpose_x, group_type)
     if len(x) != 1 or len(weight) != 1 or bias or scale or offset or antiquant_scale:
         raise ValueError("GroupedMatmul: only the single-tensor, unquantized form is run here")
     if split_item not in (2, 3) or group_type not in (0, 2) or group_list_type not in (0, 1):

@@ -23,7 +23,7 @@ def torch_equal(x, y) -> bool:
 @pytest.mark.slow  # ~10 small compiles (~35 s of CPU)
 def test_serve_mode_reports_every_variant(capsys) -> None:
     code = cli.main(["--mode", "serve", "--requests", "2", "--max-len", "4", "--max-new", "2",
-                     "--threads", "1"])
+                     "--threads", "1", "--warm-s", "0", "--passes", "1"])
     out = capsys.readouterr().out
     assert code == 0, out
     header = "| " + " | ".join(h for _, h, _ in COLUMNS) + " |"
@@ -31,10 +31,18 @@ def test_serve_mode_reports_every_variant(capsys) -> None:
     rows = {line.split(" | ")[0].strip("| "): line.strip("| ").split(" | ")
             for line in out.splitlines() if line.startswith("| npu_") or line.startswith("| eager")}
     assert list(rows) == list(VARIANTS), out
+    col = {c: i for i, (c, _, _) in enumerate(COLUMNS)}
     for variant, cells in rows.items():
         assert len(cells) == len(COLUMNS), cells
-        assert "n/a" not in cells[2:6], (variant, cells)  # cold s, warm s, tok/s, TTFT
-        assert cells[-1] == "2/2", (variant, cells)  # greedy tokens equal eager's
+        for name in ("cold_cpu", "tok_per_s", "ttft_ms", "vs_eager", "cold_s",
+                     "tok_per_s_wall", "ttft_ms_wall", "vs_eager_wall"):
+            assert cells[col[name]] != "n/a", (variant, name, cells)
+        assert (cells[col["compile_cpu"]] == "n/a") == (variant == "eager"), cells
+        assert cells[col["match"]] == "2/2", (variant, cells)  # greedy tokens equal eager's
+    # eager's warm passes are the ones interleaved with each variant
+    passes = {v: int(cells[col["warm_passes"]]) for v, cells in rows.items()}
+    assert passes["eager"] == sum(n for v, n in passes.items() if v != "eager"), passes
+    assert passes["npu_dynamic"] == 1, passes  # --passes 1 --warm-s 0, nothing compiles late
     assert rows["eager"][1] == "0" and int(rows["npu_dynamic"][1]) >= 1
     assert "fail_to_run" not in out
 
@@ -42,13 +50,23 @@ def test_serve_mode_reports_every_variant(capsys) -> None:
 @pytest.mark.slow  # ~5 small compiles
 def test_dynamic_stream_reports_compile_time_apart_from_steady_state() -> None:
     from npu_inductor.benchmarks.dynamic import run_dynamic
+    from npu_inductor.benchmarks.measure import Warm
     from npu_inductor.benchmarks.runner import Settings
 
     # (not a first length of 2: it would share the batch dim's symbol, duck sizing)
-    rows = {r.backend: r for r in run_dynamic(3, 6, Settings(seed=0))}  # lengths 4, 4, 1
+    rows = {r.backend: r for r in run_dynamic(3, 6, Settings(seed=0),
+                                               warm=Warm(cpu_s=0, passes=2))}  # lengths 4, 4, 1
     assert list(rows) == ["eager", "npu_exact", "npu_dynamic", "npu_pow2", "npu_auto"]
     assert all(r.accuracy == "pass" and not r.error for r in rows.values()), rows
-    assert all(r.steady_speedup > 0 for r in rows.values())
-    assert all(r.compile_time is not None for b, r in rows.items() if b != "eager")
+    assert all(r.steady_speedup > 0 and r.steady_speedup_wall > 0 for r in rows.values())
+    assert all(r.steady_ms > 0 for r in rows.values())
+    assert rows["npu_dynamic"].warm_passes == rows["npu_exact"].warm_passes == 2
+    # eager's warm passes are the ones interleaved with each variant
+    assert rows["eager"].warm_passes == sum(r.warm_passes for b, r in rows.items() if b != "eager")
+    assert all((r.compile_cpu is None) == (b == "eager") for b, r in rows.items())
+    assert all((r.compile_time is None) == (b == "eager") for b, r in rows.items())
+    assert all(r.total_cpu > 0 and r.total_time > 0 for r in rows.values())
+    # the cold pass compiled, the warm passes only ran: compile CPU is most of the cold pass
+    assert all(rows[b].compile_cpu > rows[b].total_cpu / 2 for b in ("npu_dynamic", "npu_exact"))
     assert rows["npu_dynamic"].compiles == 1  # the length-1 request reuses the graph
     assert rows["npu_exact"].compiles == 2

@@ -48,8 +48,12 @@ def test_llama_inference_fuses_norms_rope_attention_and_matmuls(dtype):
     assert fired["fuse_attention"] == 2 and fired["fuse_matmul"] >= 14
     assert ops["AddRmsNorm"] == 4 and ops["RmsNorm"] == 1 and ops["ApplyRotaryPosEmb"] == 2
     assert ops["PromptFlashAttention"] == 2
-    assert ops["MatMulV2"] + ops["BatchMatMulV2"] >= 14 and ops["Reshape"] <= 14
-    for plain in ("Rsqrt", "Pow", "SoftmaxV2", "ConcatV2", "Neg", "Transpose"):
+    # per layer q/k/v in one GroupedMatmul, gate/up in another feeding SwiGlu; o, down and
+    # the LM head stay matmuls
+    assert fired["fuse_grouped_matmul"] == 2 and fired["fuse_swiglu_grouped"] == 2
+    assert ops["GroupedMatmul"] == 4 and ops["SwiGlu"] == 2
+    assert ops["MatMulV2"] + ops["BatchMatMulV2"] == 5 and ops["Reshape"] <= 14
+    for plain in ("Rsqrt", "Pow", "SoftmaxV2", "ConcatV2", "Neg", "Transpose", "Swish"):
         assert plain not in ops, plain
 
 

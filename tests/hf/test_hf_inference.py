@@ -44,27 +44,32 @@ FROZEN = {"freeze_parameters": True}
 #   gpt2      learned positions (no rotary), LayerNorm, plain GELU MLP (tanh form -> Gelu);
 #   mixtral   expert MLPs: one SwiGlu per layer on the grouped gate/up matmul (GroupedMatmul);
 #             the routing (topk, sort, scatter) in the same graph.
+# Projections of one input without bias become one GroupedMatmul (fuse_grouped_matmul):
+# q/k/v per layer (qwen2's with their frozen biases as float32 constants; not phi3 /
+# gpt_neox / gpt2, whose qkv is one linear already), and gemma's GELU gate/up pair.
 _LLAMA_LIKE = {"fuse_rms_norm": 5, "fuse_add_rms_norm": 4, "fuse_rotary": 4,
-               "fuse_apply_rotary_pos_emb": 2, "fuse_attention": 2, "fuse_swiglu_merged": 2}
+               "fuse_apply_rotary_pos_emb": 2, "fuse_attention": 2, "fuse_swiglu_merged": 2,
+               "fuse_grouped_matmul": 2}
 EXPECTED_FUSIONS: dict[str, dict[str, int]] = {
     "llama": _LLAMA_LIKE,
     "llama_eager_attn": _LLAMA_LIKE,
     "mistral": _LLAMA_LIKE,
     "qwen2": _LLAMA_LIKE,
     "gemma": {"fuse_rms_norm": 5, "fuse_rotary": 4, "fuse_apply_rotary_pos_emb": 2,
-              "fuse_attention": 2},
+              "fuse_attention": 2, "fuse_grouped_matmul": 4},
     "phi3": {"fuse_rms_norm": 5, "fuse_add_rms_norm": 4, "fuse_rotary": 4,
              "fuse_attention": 2, "fuse_swiglu": 2},
     "gpt_neox": {"fuse_rotary": 4, "fuse_apply_rotary_pos_emb": 2, "fuse_attention": 2},
     "gpt2": {"fuse_attention": 2, "fuse_gelu": 2},
     "mixtral": {"fuse_rms_norm": 5, "fuse_add_rms_norm": 4, "fuse_rotary": 4,
                 "fuse_apply_rotary_pos_emb": 2, "fuse_attention": 2, "fuse_swiglu": 2,
-                "moe_grouped_matmul": 4, "moe_sort_ids_f32": 2},
+                "moe_grouped_matmul": 4, "moe_sort_ids_f32": 2, "fuse_grouped_matmul": 2},
 }
 # GE ops each decoder's bf16 graph must hold (the fused forms the counters stand for)
 FUSED_OPS = {
-    "llama": {"AddRmsNorm", "RmsNorm", "ApplyRotaryPosEmb", "PromptFlashAttention", "SwiGlu"},
-    "gemma": {"RmsNorm", "ApplyRotaryPosEmb", "PromptFlashAttention"},
+    "llama": {"AddRmsNorm", "RmsNorm", "ApplyRotaryPosEmb", "PromptFlashAttention", "SwiGlu",
+              "GroupedMatmul"},
+    "gemma": {"RmsNorm", "ApplyRotaryPosEmb", "PromptFlashAttention", "GroupedMatmul"},
     "phi3": {"AddRmsNorm", "RotaryMul", "PromptFlashAttention", "SwiGlu"},
     "gpt_neox": {"ApplyRotaryPosEmb", "PromptFlashAttention", "LayerNormV4", "GeluV2"},
     "gpt2": {"PromptFlashAttention", "LayerNormV4", "Gelu"},

@@ -1,0 +1,131 @@
+"""The stream benchmarks' timing helpers (benchmarks/measure.py, dynamic.py, serve.py): the
+CPU clock, how many passes run, medians and request-by-request interleaving. Fast: no
+compiles, and no assert on how long anything took."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from npu_inductor.benchmarks import dynamic, serve
+from npu_inductor.benchmarks.measure import Times, Warm, median_ratio, stream_passes, timed
+
+
+def test_timed_adds_to_a_given_total_even_when_the_block_raises() -> None:
+    total = Times(cpu=1.0, wall=2.0)
+    with pytest.raises(RuntimeError), timed(total):
+        raise RuntimeError("boom")
+    assert total.cpu >= 1.0 and total.wall >= 2.0
+    before = Times(total.cpu, total.wall)
+    with timed(total) as same:
+        sum(range(10_000))
+    assert same is total and total.cpu >= before.cpu and total.wall > before.wall
+
+
+def test_cpu_clock_does_not_count_waiting() -> None:
+    # what makes the published figures reproduce on a loaded machine: time spent off the CPU
+    # (here asleep; under load, waiting for a core) is wall time, not CPU time
+    with timed() as t:
+        time.sleep(0.2)
+    assert t.wall >= 0.2
+    assert t.cpu < 0.1
+
+
+def _counting_pass(compiled: list[int], per_pass: list[int]):
+    """A warm pass of 1 CPU s that adds ``per_pass[i]`` compiles on its i-th call."""
+    calls = iter(per_pass)
+
+    def run(i: int) -> Times:
+        compiled[0] += next(calls, 0)
+        return Times(cpu=1.0, wall=3.0)
+
+    return run
+
+
+def test_warm_passes_run_until_both_minimums() -> None:
+    def passes(warm: Warm, **kw) -> int:
+        compiled = [0]
+        cold, done = stream_passes(lambda: Times(), _counting_pass(compiled, []),
+                                   lambda t: t, lambda: compiled[0], warm, **kw)
+        assert len(cold) == 1
+        return len(done)
+
+    assert passes(Warm(cpu_s=3.5, passes=2)) == 4
+    assert passes(Warm(cpu_s=3.5, passes=6)) == 6
+    assert passes(Warm(cpu_s=100, passes=1), max_passes=5) == 4  # the cold pass counts
+    assert passes(Warm(cpu_s=0, passes=0)) == 1
+    seen: list[int] = []
+    stream_passes(lambda: Times(), lambda i: seen.append(i) or Times(1.0, 1.0), lambda t: t,
+                  lambda: 0, Warm(cpu_s=0, passes=3))
+    assert seen == [0, 1, 2]
+
+
+def test_a_warm_pass_that_compiles_is_cold_and_restarts_the_warm_passes() -> None:
+    compiled = [0]
+    # warm pass 0 is steady, pass 1 compiles (auto after recording sizes), then steady
+    cold, done = stream_passes(lambda: Times(cpu=9.0), _counting_pass(compiled, [0, 2]),
+                               lambda t: t, lambda: compiled[0], Warm(cpu_s=0, passes=2))
+    assert [t.cpu for t in cold] == [9.0, 1.0, 1.0] and len(done) == 2
+    forever = [0]
+
+    def always(i: int) -> Times:
+        forever[0] += 1
+        return Times()
+
+    with pytest.raises(RuntimeError, match="still compiling after 5 passes"):
+        stream_passes(lambda: Times(), always, lambda t: t, lambda: forever[0], Warm(),
+                      max_passes=5)
+
+
+def test_median_ratio_ignores_one_disturbed_pass() -> None:
+    assert median_ratio([2.0, 4.0, 100.0], [1.0, 1.0, 1.0]) == 4.0
+    assert median_ratio([3.0, 3.0], [1.0, 2.0]) == pytest.approx(2.25)
+    with pytest.raises(ValueError, match="equal, non-empty"):
+        median_ratio([1.0], [1.0, 2.0])
+
+
+def test_dynamic_warm_pass_interleaves_and_alternates_order() -> None:
+    calls: list[str] = []
+
+    def eager(x: torch.Tensor) -> torch.Tensor:
+        calls.append("e")
+        return x
+
+    def graph(x: torch.Tensor) -> torch.Tensor:
+        calls.append("g")
+        return x
+
+    requests = [(torch.ones(1),)] * 3
+    mine, theirs = dynamic._warm_pass(eager, graph, requests, 0)
+    assert calls == ["e", "g", "g", "e", "e", "g"]
+    assert isinstance(mine, Times) and isinstance(theirs, Times) and mine is not theirs
+    calls.clear()
+    dynamic._warm_pass(eager, graph, requests, 1)  # next pass: order flips
+    assert calls == ["g", "e", "e", "g", "g", "e"]
+
+
+def test_serve_warm_pass_keeps_the_variants_first_token_times() -> None:
+    calls: list[str] = []
+
+    def gen(name: str, ttft: float) -> serve.Generate:
+        def generate(r: serve.Request) -> tuple[torch.Tensor, Times]:
+            calls.append(name)
+            return r.prompt, Times(ttft, ttft)
+        return generate
+
+    reqs = [serve.Request(torch.ones(1, 2, dtype=torch.long), 1)] * 2
+    mine, theirs, ttfts, eager_ttfts = serve._warm_pass(gen("e", 1.0), gen("g", 2.0), reqs, 1)
+    assert calls == ["g", "e", "e", "g"]
+    assert [t.cpu for t in ttfts] == [2.0, 2.0] and [t.cpu for t in eager_ttfts] == [1.0, 1.0]
+    assert mine is not theirs
+
+
+def test_variants_selection_keeps_eager_and_order() -> None:
+    names = [v.name for v in dynamic.select(dynamic.variants(64), ["auto", "npu_dynamic"])]
+    assert names == ["eager", "npu_dynamic", "npu_auto"]
+    assert serve.select(["pow2", "exact"]) == ["eager", "npu_exact", "npu_pow2"]
+    assert serve.select(None) == list(serve.VARIANTS)
+    with pytest.raises(SystemExit, match="unknown --variants"):
+        serve.select(["fast"])
