@@ -114,8 +114,17 @@ def static(shape_: Sequence[Any]) -> bool:
 
 # ---- building -----------------------------------------------------------------------------
 def fake_mode_of(gm: GraphModule) -> Any:
-    vals = [n.meta.get("val") for n in gm.graph.nodes if "val" in n.meta]
-    return detect_fake_mode(vals) or torch._subclasses.FakeTensorMode(allow_non_fake_inputs=True)
+    """The fake mode of ``gm``'s values: the tracing context's or active one, else that of
+    the first node whose val has one (``detect_fake_mode``'s order, without collecting every
+    node's val on each call: passes call this once per inserted node)."""
+    mode = detect_fake_mode()
+    if mode is not None:
+        return mode
+    for node in gm.graph.nodes:
+        v = node.meta.get("val")
+        if v is not None and (mode := detect_fake_mode([v])) is not None:
+            return mode
+    return torch._subclasses.FakeTensorMode(allow_non_fake_inputs=True)
 
 
 def _fake_arg(a: Any) -> Any:
@@ -198,9 +207,24 @@ def const_value(gm: GraphModule, node: Any) -> torch.Tensor | None:
     return None
 
 
+def eliminate_dead_code(gm: GraphModule) -> bool:
+    """``gm.graph.eliminate_dead_code()``, the same nodes removed, without its purity check
+    of nodes that have users (which stay anyway; the check costs ~50 us a node)."""
+    impure_random = True
+    if torch._guards.TracingContext.try_get():  # as eliminate_dead_code decides it
+        from torch._inductor import config as inductor_config
+
+        impure_random = inductor_config.fallback_random
+
+    def has_side_effect(node: Node) -> bool:
+        return len(node.users) > 0 or node.is_impure(impure_random)
+
+    return gm.graph.eliminate_dead_code(is_impure_node=has_side_effect)
+
+
 def finish(gm: GraphModule) -> GraphModule:
     """Drop dead nodes and regenerate code after a rewrite."""
-    gm.graph.eliminate_dead_code()
+    eliminate_dead_code(gm)
     gm.recompile()
     return gm
 

@@ -18,7 +18,14 @@ import torch
 from torch.fx import GraphModule, Node
 
 from npu_inductor.config import NpuConfig
-from npu_inductor.graph_passes.common import bump, const_node, const_value, static, val
+from npu_inductor.graph_passes.common import (
+    bump,
+    const_node,
+    const_value,
+    eliminate_dead_code,
+    static,
+    val,
+)
 
 MAX_FOLD_ELEMENTS = 1024
 
@@ -67,6 +74,6 @@ def constant_fold(gm: GraphModule, config: NpuConfig) -> GraphModule:
         gm.graph.erase_node(node)
         folded += 1
     bump("constant_fold", folded)
-    gm.graph.eliminate_dead_code()
+    eliminate_dead_code(gm)
     gm.recompile()
     return gm

@@ -6,12 +6,12 @@ from __future__ import annotations
 from torch.fx import GraphModule
 
 from npu_inductor.config import NpuConfig
-from npu_inductor.graph_passes.common import bump
+from npu_inductor.graph_passes.common import bump, eliminate_dead_code
 
 
 def dce(gm: GraphModule, config: NpuConfig) -> GraphModule:
     before = len(gm.graph.nodes)
-    gm.graph.eliminate_dead_code()
+    eliminate_dead_code(gm)
     for node in list(gm.graph.find_nodes(op="get_attr")):
         if not node.users:
             gm.graph.erase_node(node)

@@ -22,7 +22,15 @@ from torch.fx import GraphModule, Node
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from npu_inductor.config import NpuConfig
-from npu_inductor.graph_passes.common import aten, bump, is_op, permutation, set_val, val
+from npu_inductor.graph_passes.common import (
+    aten,
+    bump,
+    eliminate_dead_code,
+    is_op,
+    permutation,
+    set_val,
+    val,
+)
 
 _VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
 # Users whose eager meaning depends on their input's strides: a copy feeding them stays.
@@ -109,6 +117,6 @@ def remove_noops(gm: GraphModule, config: NpuConfig) -> GraphModule:
             node.replace_all_uses_with(src)
             removed += 1
     bump("remove_noops", removed)
-    gm.graph.eliminate_dead_code()
+    eliminate_dead_code(gm)
     gm.recompile()
     return gm
