@@ -93,7 +93,7 @@ def find_chains(steps: list, graph_outputs: set[int],
     """Chains found by walking forward from each fp32 ``BatchMatMulV2``."""
     readers: dict[int, list[int]] = {}
     for i, st in enumerate(steps):
-        for s in _slots(st.args):
+        for s in slots(st.args):
             readers.setdefault(s, []).append(i)
 
     def next_step(i: int) -> int | None:
@@ -183,7 +183,7 @@ def _causal_program(steps: list, m: ChainMatch, graph_outputs: set[int],
     producer = {s: i for i, st in enumerate(steps) for s in st.outs}
     reads: dict[int, int] = {}
     for st in steps:
-        for s in _slots(st.args):
+        for s in slots(st.args):
             reads[s] = reads.get(s, 0) + 1
 
     def made_by(slot: Any, op_type: str, nargs: int) -> int | None:
@@ -234,8 +234,8 @@ def _fused_step(steps: list, m: ChainMatch, consts: dict, causal: tuple | None) 
     shape2 = steps[m.reshape2].args[1] if m.reshape2 is not None else None
     limits = causal[1:] if causal else ()
     named = (b1.args[0], b1.args[1], b2.args[1], shape1, shape2, masks, limits)
-    listed = set(_slots(named))
-    extras = tuple(dict.fromkeys(s for i in program for s in _slots(steps[i].args)
+    listed = set(slots(named))
+    extras = tuple(dict.fromkeys(s for i in program for s in slots(steps[i].args)
                                  if s not in inside and s not in listed))
     args = (*named, extras)
     factor = 1.0
@@ -325,7 +325,8 @@ class AttentionChainKernel:
         return vals[self.chain[-1].outs[0]]
 
 
-def _slots(args: tuple) -> list[int]:
+def slots(args: tuple) -> list[int]:
+    """The value slots a step's args read, flattened (a tuple arg is a list input)."""
     out: list[int] = []
     for a in args:
         if isinstance(a, tuple):

@@ -31,6 +31,7 @@ from npu_inductor.ge.device_rules import check_graph, input_index_by_name
 from npu_inductor.ge.ir import Graph, OpNode
 from npu_inductor.ge.op_specs import get_spec
 from npu_inductor.runtime import attention_chain, shape_steps
+from npu_inductor.runtime.attention_chain import slots as _flat_slots
 from npu_inductor.runtime.kernels import KERNELS, OUT_KERNELS, RUNTIME, SPECIALIZERS
 from npu_inductor.runtime.memory_plan import (
     ALIAS_OPS,
@@ -230,7 +231,7 @@ class HostModel:
         use_out: list[bool] = []
         handed = _handed_over(self.steps, graph_outs, reads)
         for st in self.steps:
-            src = _flat(st.args)[0] if _flat(st.args) else None
+            src = _flat_slots(st.args)[0] if _flat_slots(st.args) else None
             for s in st.outs:
                 if s in graph_outs:
                     dests[s] = ("graph",)
@@ -255,15 +256,15 @@ class HostModel:
         frees = _frees(self.steps, dests, graph_outs | external)
         return [Bound(st, u, tuple(dests[s] for s in st.outs), f,
                       not u and _shares_bytes(st, self.plan), _no_task(st, dests, self.plan),
-                      bool(_flat(st.args)) and _flat(st.args)[0] in handed
+                      bool(_flat_slots(st.args)) and _flat_slots(st.args)[0] in handed
                       and st.op.type in VIEW_OPS)
                 for st, u, f in zip(self.steps, use_out, frees)]
 
     def _plan_steps(self, use_out: list[bool]) -> list[PlanStep]:
         sig = {s: g for st in self.steps for s, g in zip(st.outs, st.sigs)}
-        return [PlanStep(st.op.type, tuple(_flat(st.args)), st.outs,
+        return [PlanStep(st.op.type, tuple(_flat_slots(st.args)), st.outs,
                          tuple(_nbytes(g) for g in st.sigs), st.sigs,
-                         tuple(sig.get(s) for s in _flat(st.args)), writes_early=u)
+                         tuple(sig.get(s) for s in _flat_slots(st.args)), writes_early=u)
                 for st, u in zip(self.steps, use_out)]
 
     # ---- execution ---------------------------------------------------------------------------
@@ -424,7 +425,7 @@ def _handed_over(steps: list[Step], graph_outs: set[int], reads: dict[int, int])
     fresh = {st.outs[0]: st for st in steps if st.op.type in _FRESH_OPS and len(st.outs) == 1}
     out = set()
     for st in steps:
-        args = _flat(st.args)
+        args = _flat_slots(st.args)
         if st.op.type in VIEW_OPS and len(st.outs) == 1 and st.outs[0] in graph_outs \
                 and args and args[0] in fresh and reads.get(args[0]) == 1 \
                 and args[0] not in graph_outs and fresh[args[0]].compute is None:
@@ -499,7 +500,7 @@ def _no_task(st: Step, dests: dict[int, tuple], plan: MemoryPlan | None) -> bool
     result is the output slot's workspace view as it is, so no kernel runs for it."""
     if plan is None or st.op.type not in VIEW_OPS or len(st.outs) != 1:
         return False
-    src, out = _flat(st.args)[0], st.outs[0]
+    src, out = _flat_slots(st.args)[0], st.outs[0]
     return (dests.get(src, ("x",))[0] == "ws" and dests[out][0] == "ws"
             and plan.offsets.get(src) == plan.offsets.get(out)
             and plan.nbytes.get(src) == plan.nbytes.get(out))
@@ -513,7 +514,7 @@ def _shares_bytes(st: Step, plan: MemoryPlan | None) -> bool:
     def span(s: int) -> tuple[int, int]:
         return plan.offsets[s], plan.offsets[s] + plan.nbytes[s]
     outs = [span(s) for s in st.outs if s in plan.offsets]
-    reads = [plan.aliases.get(s, s) for s in _flat(st.args)]
+    reads = [plan.aliases.get(s, s) for s in _flat_slots(st.args)]
     ins = [span(s) for s in reads if s in plan.offsets]
     return any(a < d and c < b for a, b in outs for c, d in ins)
 
@@ -547,7 +548,7 @@ def _detach_overlaps(results: tuple, b: Bound, views: dict[int, torch.Tensor],
 def _read_counts(steps: list[Step]) -> dict[int, int]:
     counts: dict[int, int] = {}
     for st in steps:
-        for s in _flat(st.args):
+        for s in _flat_slots(st.args):
             counts[s] = counts.get(s, 0) + 1
     return counts
 
@@ -556,7 +557,7 @@ def _frees(steps: list[Step], dests: dict[int, tuple], keep: set[int]) -> list[t
     """Slots to drop after each step (after their last reader), so memory goes early."""
     last: dict[int, int] = {}
     for i, st in enumerate(steps):
-        for s in _flat(st.args):
+        for s in _flat_slots(st.args):
             last[s] = i
     out: list[list[int]] = [[] for _ in steps]
     for s, i in last.items():
@@ -581,16 +582,6 @@ def _fetch(vals: list, a: Any) -> Any:
     if isinstance(a, tuple):
         return [vals[s] for s in a]
     return vals[a]
-
-
-def _flat(args: tuple) -> list[int]:
-    out: list[int] = []
-    for a in args:
-        if isinstance(a, tuple):
-            out.extend(a)
-        elif a is not None:
-            out.append(a)
-    return out
 
 
 def _py(v: Any) -> Any:
