@@ -22,7 +22,7 @@ from npu_inductor.graph_passes.common import (
     bump,
     const_node,
     const_value,
-    eliminate_dead_code,
+    finish,
     static,
     val,
 )
@@ -74,6 +74,4 @@ def constant_fold(gm: GraphModule, config: NpuConfig) -> GraphModule:
         gm.graph.erase_node(node)
         folded += 1
     bump("constant_fold", folded)
-    eliminate_dead_code(gm)
-    gm.recompile()
-    return gm
+    return finish(gm)

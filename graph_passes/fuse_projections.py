@@ -40,6 +40,7 @@ from npu_inductor.graph_passes.common import (
     const_node,
     const_value,
     dtype,
+    eliminate_dead_code,
     finish,
     is_op,
     is_training,
@@ -160,7 +161,7 @@ def fuse_projections(gm: GraphModule, config: NpuConfig) -> GraphModule:
             bump("fuse_swiglu_grouped")
             changed = True
     if changed:
-        gm = finish(gm)
+        eliminate_dead_code(gm)  # the gate/up matmuls it replaced, before grouping
     for members in _groups(gm):
         _group(gm, members)
         bump("fuse_grouped_matmul")

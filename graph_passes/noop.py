@@ -25,7 +25,7 @@ from npu_inductor.config import NpuConfig
 from npu_inductor.graph_passes.common import (
     aten,
     bump,
-    eliminate_dead_code,
+    finish,
     is_op,
     permutation,
     set_val,
@@ -117,6 +117,4 @@ def remove_noops(gm: GraphModule, config: NpuConfig) -> GraphModule:
             node.replace_all_uses_with(src)
             removed += 1
     bump("remove_noops", removed)
-    eliminate_dead_code(gm)
-    gm.recompile()
-    return gm
+    return finish(gm)

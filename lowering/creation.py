@@ -19,6 +19,7 @@ from npu_inductor.ge.soc import has_kernel
 from npu_inductor.lowering.helpers import cast, int_list
 from npu_inductor.lowering.registry import register
 from npu_inductor.lowering.shape import broadcast_to
+from npu_inductor.lowering.spectral import complex_parts
 
 aten = torch.ops.aten
 
@@ -60,9 +61,7 @@ def _complex_fill(ctx, value: Any, shape: Any) -> Value:
     """complex64 ``Fill`` where the SoC has none (910B): ``Complex`` of two float32 Fills."""
     f32, dims = torch.float32, int_list(ctx, shape, "dims")
     if isinstance(value, Value):
-        value = cast(ctx, value, torch.complex64)
-        re, im = (ctx.op(p, [value], {"Tout": f32}, out=(f32, value.shape), suffix=p.lower())
-                  for p in ("Real", "Imag"))
+        re, im = complex_parts(ctx, cast(ctx, value, torch.complex64))
     else:
         z = complex(value)
         re, im = ctx.const(z.real, f32, "real"), ctx.const(z.imag, f32, "imag")

@@ -197,6 +197,13 @@ def conj(ctx, self):
     return ctx.op("Conj", [self])
 
 
+def complex_parts(ctx: LoweringContext, z: Value) -> tuple[Value, Value]:
+    """``Real`` and ``Imag`` of complex ``z`` (complex64 -> float32, complex128 -> float64)."""
+    real = _TO_REAL[z.dtype]
+    return tuple(ctx.op(p, [z], {"Tout": real}, out=(real, z.shape), suffix=p.lower())
+                 for p in ("Real", "Imag"))
+
+
 def _complex(ctx: LoweringContext, real: Value, imag: Value) -> Value:
     return ctx.op("Complex", [real, imag], {"Tout": ctx.out_dtype})
 
@@ -232,8 +239,4 @@ def view_as_complex(ctx, self):
 @register(aten.view_as_real.default, capability=_takes(_TO_REAL))
 def view_as_real(ctx, self):
     """view_as_real(Tensor(a) self) -> Tensor(a)"""
-    real = _TO_REAL[self.dtype]
-    part = (real, self.shape)
-    re = ctx.op("Real", [self], {"Tout": real}, out=part, suffix="real")
-    im = ctx.op("Imag", [self], {"Tout": real}, out=part, suffix="imag")
-    return ctx.op("Pack", [[re, im]], {"axis": self.rank, "N": 2})
+    return ctx.op("Pack", [list(complex_parts(ctx, self))], {"axis": self.rank, "N": 2})

@@ -20,6 +20,7 @@ from npu_inductor.lowering.context import LoweringContext
 from npu_inductor.lowering.elementwise import need_dtype, pointwise, select, supports
 from npu_inductor.lowering.helpers import as_value, cast
 from npu_inductor.lowering.registry import register
+from npu_inductor.lowering.spectral import complex_parts
 
 aten = torch.ops.aten
 
@@ -75,8 +76,7 @@ def _complex_sgn(ctx, z: Value) -> Value:
     """z / |z| (0 at 0) from float32 parts where the SoC has no complex Sign (910B): eager's
     own form (|z| = sqrt(re^2 + im^2), each part divided by it, 0 where |z| == 0)."""
     f32 = torch.float32
-    re, im = (ctx.op(p, [z], {"Tout": f32}, out=(f32, z.shape), suffix=p.lower())
-              for p in ("Real", "Imag"))
+    re, im = complex_parts(ctx, z)
     sq = [pointwise(ctx, "Mul", [v, v], f32, suffix=f"sq_{n}") for v, n in ((re, "re"), (im, "im"))]
     mag = pointwise(ctx, "Sqrt", [pointwise(ctx, "Add", sq, f32, suffix="norm2")], f32,
                     suffix="abs")

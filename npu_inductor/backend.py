@@ -47,10 +47,11 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
         check_devices(gm, example_inputs)
         dims = find_bucketed_dims(gm, example_inputs, config)
         static = [] if dims else static_bucketed_dims(gm, example_inputs, config)
-        if static and not _training(example_inputs):
+        training = _training(example_inputs)
+        if static and not training:
             return EagerFirstCall(gm, functools.partial(
                 _compile, gm, example_inputs, config, dims), static)
-        if dims and not _training(example_inputs):
+        if dims and not training:
             return _compile_bucketed(gm, example_inputs, config, dims)
         return _compile(gm, example_inputs, config, dims)
     except user_errors() as e:
@@ -130,15 +131,14 @@ def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None,
     ``BucketedGraph`` (training graphs compile as they are: they are not bucketed).
     ``aot_cached``: the compilers return ``NpuOutputCode`` for AOTAutograd's cache."""
     compile_fn = functools.partial(compile_fx_graph, config=config)
+    common = {"decompositions": decomposition_table(), "partition_fn": saved_views.partition,
+              "keep_inference_input_mutations": True}  # copy_ into inputs lowers to Assign
     if aot_cached:
         kinds = ("inference", "forward", "backward")
         fns = [aot_cache.serializable(functools.partial(compile_fn, kind=k), k, config)
                for k in kinds]
         return aot_autograd(fw_compiler=fns[1], bw_compiler=fns[2], inference_compiler=fns[0],
-                            decompositions=decomposition_table(),
-                            partition_fn=saved_views.partition,
-                            # as below: the cache keeps copy_ into inputs (Assign) too
-                            keep_inference_input_mutations=True)
+                            **common)
     inference = functools.partial(compile_fn, kind="inference")
     forward = functools.partial(compile_fn, kind="forward")
     if dims:
@@ -152,9 +152,7 @@ def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None,
         fw_compiler=forward,
         bw_compiler=functools.partial(compile_fn, kind="backward"),
         inference_compiler=inference,
-        decompositions=decomposition_table(),
-        partition_fn=saved_views.partition,
-        keep_inference_input_mutations=True,  # copy_ into inputs lowers to Assign
+        **common,
     )
 
 

@@ -237,11 +237,9 @@ def load(root: Path, key: str) -> Entry | None:
     return entry
 
 
-def store(root: Path, key: str, entry: Entry, size_limit: int | None) -> None:
-    """Write ``entry`` atomically, then evict least recently used entries past the limit."""
-    data = encode(entry, key)
-    path = entry_path(root, key)
-    fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)
+def write_atomic(path: Path, data: bytes, prefix: str) -> None:
+    """Write ``data`` to ``path`` through a synced temp file renamed into place."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{prefix}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -252,6 +250,11 @@ def store(root: Path, key: str, entry: Entry, size_limit: int | None) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def store(root: Path, key: str, entry: Entry, size_limit: int | None) -> None:
+    """Write ``entry`` atomically, then evict least recently used entries past the limit."""
+    write_atomic(entry_path(root, key), encode(entry, key), key[:16])
     COUNTERS["stored"] += 1
     if size_limit is not None:
         evict(root, size_limit)

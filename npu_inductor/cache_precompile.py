@@ -41,7 +41,6 @@ import logging
 import os
 import platform
 import secrets
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -254,16 +253,8 @@ def _serialize(compiled: Any) -> bytes:
 def store(path: Path, key: str, torch_bytes: bytes, name: str) -> None:
     """Write the signed artifact atomically (temp file + rename)."""
     path.parent.mkdir(exist_ok=True, mode=0o700)
-    data = encode(torch_bytes, key, name, secret(path.parent.parent))
-    fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    cache.write_atomic(path, encode(torch_bytes, key, name, secret(path.parent.parent)),
+                       key[:16])
     cache.COUNTERS["precompile_stored"] += 1
 
 
