@@ -231,7 +231,7 @@ class HostModel:
         use_out: list[bool] = []
         handed = _handed_over(self.steps, graph_outs, reads)
         for st in self.steps:
-            src = _flat_slots(st.args)[0] if _flat_slots(st.args) else None
+            src = (_flat_slots(st.args) or [None])[0]
             for s in st.outs:
                 if s in graph_outs:
                     dests[s] = ("graph",)
@@ -256,7 +256,7 @@ class HostModel:
         frees = _frees(self.steps, dests, graph_outs | external)
         return [Bound(st, u, tuple(dests[s] for s in st.outs), f,
                       not u and _shares_bytes(st, self.plan), _no_task(st, dests, self.plan),
-                      bool(_flat_slots(st.args)) and _flat_slots(st.args)[0] in handed
+                      (_flat_slots(st.args) or [None])[0] in handed
                       and st.op.type in VIEW_OPS)
                 for st, u, f in zip(self.steps, use_out, frees)]
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from npu_inductor.runtime.attention_chain import slots
+
 _INTS = (torch.int32, torch.int64)
 
 
@@ -26,10 +28,8 @@ def fuse_reshape_packs(steps: list, graph_outputs: set[int]) -> list:
     producer = {s: i for i, st in enumerate(steps) for s in st.outs}
     reads: dict[int, int] = {}
     for st in steps:
-        for a in st.args:
-            for s in (a if isinstance(a, tuple) else (a,)):
-                if s is not None:
-                    reads[s] = reads.get(s, 0) + 1
+        for s in slots(st.args):
+            reads[s] = reads.get(s, 0) + 1
     fused: dict[int, Any] = {}
     gone: set[int] = set()
     for i, st in enumerate(steps):

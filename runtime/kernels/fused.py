@@ -318,9 +318,9 @@ def grouped_matmul(x, weight, bias=(), scale=(), offset=(), antiquant_scale=(),
     or [E, N, K] transposed), group_type 2 splits the contracted axis of x stored [K, M]
     (transpose_x) and weight [K, N] into an [E, M, N] result. group_list: cumulative (type
     0) or per-group counts (type 1). Lists of x and weight: ``_grouped_lists``."""
+    counts = None if group_list is None else (
+        group_list if group_list_type == 0 else group_list.cumsum(0))
     if (len(x) > 1 or len(weight) > 1) and not (scale or offset or antiquant_scale):
-        counts = None if group_list is None else (
-            group_list if group_list_type == 0 else group_list.cumsum(0))
         return _grouped_lists(x, weight, bias, counts, split_item, transpose_weight,
                               transpose_x, group_type)
     if len(x) != 1 or len(weight) != 1 or bias or scale or offset or antiquant_scale:
@@ -329,7 +329,6 @@ def grouped_matmul(x, weight, bias=(), scale=(), offset=(), antiquant_scale=(),
         raise ValueError(f"GroupedMatmul: split_item={split_item}, group_type={group_type}, "
                          f"group_list_type={group_list_type} not supported")
     x, w = x[0], weight[0]
-    counts = group_list if group_list_type == 0 else group_list.cumsum(0)
     bounds = _group_bounds(counts)
     if group_type == 0:
         if bounds[-1][1] != x.shape[0]:
