@@ -1,6 +1,7 @@
 """What a warm start (fresh process, caches a cold compile filled) still does: no lowering,
 no training fusions' forward-only trace (they run as AOTAutograd's pre-grad pass, after
-its cache lookup), and the same fused GE graphs, outputs and gradients as the cold one."""
+its cache lookup), one parse of each GE graph's ``.air`` (the device's), and the same fused
+GE graphs, outputs and gradients as the cold one."""
 
 import json
 import os
@@ -19,12 +20,15 @@ import torch.nn.functional as F
 from torch._dynamo.utils import counters
 from npu_inductor.cache import COUNTERS
 from npu_inductor.compile_fx import record_reports
+from npu_inductor.ge import serialize
 from npu_inductor.graph_passes import training_fusions
 from npu_inductor.lowering import lower
-traces, lowerings = [], []
+traces, lowerings, parses = [], [], []
 real_trace, real_lower = training_fusions._trace, lower._lower_graph
+real_parse = serialize.from_model_def
 training_fusions._trace = lambda *a: (traces.append(1), real_trace(*a))[1]
 lower._lower_graph = lambda *a, **k: (lowerings.append(1), real_lower(*a, **k))[1]
+serialize.from_model_def = lambda *a: (parses.append(1), real_parse(*a))[1]
 
 class Block(torch.nn.Module):
     def __init__(self, d=16, s=6):
@@ -51,13 +55,15 @@ x = torch.randn(2, 6, 16)
 with record_reports() as reports:
     out = torch.compile(m, backend="npu", options={"cache_dir": sys.argv[1]})(x)
     out.square().sum().backward()
+parsed = len(parses)  # .air parses so far: the device's, one per GE graph it loaded
 grads = [p.grad.clone() for p in m.parameters()]
 m.zero_grad()
 ref = m(x)
 ref.square().sum().backward()
 rel = lambda a, b: ((a - b).abs().max() / b.abs().max()).item()
 print(json.dumps({
-    "traces": len(traces), "lowerings": len(lowerings), "counters": dict(COUNTERS),
+    "traces": len(traces), "lowerings": len(lowerings), "parses": parsed,
+    "counters": dict(COUNTERS),
     "aot_hits": counters["aot_autograd"]["autograd_cache_hit"],
     "ge_ops": sorted({op.type for r in reports for g in r.ge_graphs
                       for op in g.lowered.graph.ops}),
@@ -85,6 +91,7 @@ def test_warm_training_start_skips_the_fusions_trace(tmp_path):
     assert cold["traces"] == 1 and cold["lowerings"] == 2, cold  # forward, backward
     assert FUSED <= set(cold["ge_ops"]), cold["ge_ops"]
     assert warm["traces"] == 0 and warm["lowerings"] == 0, warm
+    assert cold["parses"] == warm["parses"] == 2, (cold, warm)
     assert warm["aot_hits"] == 1 and warm["counters"] == {"hit": 2}, warm
     assert warm["ge_ops"] == cold["ge_ops"]
     for run in (cold, warm):
