@@ -222,10 +222,11 @@ def _compile_whole(gm: torch.fx.GraphModule, lowered: LoweredGraph, report: Grap
 def _load(lowered: LoweredGraph, config: NpuConfig, fx_before: str | None,
           gm: torch.fx.GraphModule, cached: cache.CachedGraph | None = None,
           name: str | None = None) -> CompiledGraph:
-    compiled = load_graph(lowered, config, cached)
+    compiled = load_graph(lowered, config, cached, name)
     compiled.name = name or compiled.name
     verb = "loaded cached" if cached else "compiled"
-    log.info("%s GE graph %s: %d ops", verb, compiled.name, len(lowered.graph.ops))
+    if log.isEnabledFor(logging.INFO):  # a cached graph's ops are parsed only when asked
+        log.info("%s GE graph %s: %d ops", verb, compiled.name, len(lowered.graph.ops))
     if config.compare:
         from npu_inductor.debug import checker  # debugging only: FX eager next to GE
 
@@ -349,7 +350,8 @@ def quiet_fallbacks() -> Iterator[None]:
 
 
 def load_graph(lowered: LoweredGraph, config: NpuConfig,
-               cached: cache.CachedGraph | None = None) -> CompiledGraph:
+               cached: cache.CachedGraph | None = None,
+               name: str | None = None) -> CompiledGraph:
     """Serialize ``lowered`` and load it on the configured device through its executor
     (``cached``: the .air, executor source and .om a cache entry holds for it)."""
     device = get_device(config.device, config.device_id)
@@ -362,11 +364,12 @@ def load_graph(lowered: LoweredGraph, config: NpuConfig,
               if device.kind == "acl" else None)
     else:
         air, source, om = cached.air, cached.source, cached.om
-    module = codegen.load_executor(source, lowered.graph.name)
+    # a cached graph's name from its executor (CachedLowered parses the .air only when asked)
+    module = codegen.load_executor(source, name or lowered.graph.name)
     executor = module.Executor(device, om if device.kind == "acl" else air)
     executor.source = source
     device.configure_model(executor.model_id, config)  # memory_plan / memory_limit
-    return CompiledGraph(lowered.graph.name, lowered, executor, air, om)
+    return CompiledGraph(module.GRAPH_NAME, lowered, executor, air, om)
 
 
 def write_dump(folder: Path, compiled: CompiledGraph, fx_before: str | None,
@@ -435,11 +438,28 @@ def _from_cache(gm: torch.fx.GraphModule, lookup: _Lookup, report: GraphReport,
     return _boxed_module(top)
 
 
+class CachedLowered(LoweredGraph):
+    """A cached graph's ``LoweredGraph``: its GE ``graph`` is parsed from the ``.air`` on
+    first use (reports, dumps, gears), not on every load: the device parses its own copy
+    to load it, and a warm start needs only the input and output mapping."""
+
+    def __init__(self, cached: cache.CachedGraph) -> None:
+        for name, value in (("data_inputs", cached.data_inputs), ("outputs", cached.outputs),
+                            ("decisions", cached.decisions), ("soc", cached.soc),
+                            ("fx_edges", {}), ("_air", cached.air)):
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:  # only for attributes not set: ``graph``
+        if name != "graph":
+            raise AttributeError(name)
+        graph = from_air(self.__dict__["_air"])
+        object.__setattr__(self, "graph", graph)
+        return graph
+
+
 def _load_cached(graph: cache.CachedGraph, config: NpuConfig, fx_before: str | None,
                  gm: torch.fx.GraphModule, name: str) -> CompiledGraph:
-    lowered = LoweredGraph(from_air(graph.air), graph.data_inputs, graph.outputs,
-                           graph.decisions, graph.soc)
-    return _load(lowered, config, fx_before, gm, graph, name)
+    return _load(CachedLowered(graph), config, fx_before, gm, graph, name)
 
 
 def _cache_store(lookup: _Lookup, report: GraphReport, config: NpuConfig) -> None:
