@@ -420,9 +420,12 @@ _FRESH_OPS = frozenset({"MatMulV2", "BatchMatMulV2"})
 
 def _handed_over(steps: list[Step], graph_outs: set[int], reads: dict[int, int]) -> set[int]:
     """Results of fresh-memory kernels whose one reader is a view op giving a graph output
-    (a matmul reshaped to the logits): kept out of the workspace, the view is handed to the
-    user as it is instead of being copied (nothing else can reach those bytes)."""
-    fresh = {st.outs[0]: st for st in steps if st.op.type in _FRESH_OPS and len(st.outs) == 1}
+    (a matmul reshaped to the logits; a fused attention chain's output and logsumexp
+    reshaped for the backward): kept out of the workspace, the view is handed to the user
+    as it is instead of being copied (nothing else can reach those bytes)."""
+    fresh = {s: st for st in steps for s in st.outs
+             if (st.op.type in _FRESH_OPS and len(st.outs) == 1)
+             or isinstance(st.fn, attention_chain.AttentionChainKernel)}
     out = set()
     for st in steps:
         args = _flat_slots(st.args)
