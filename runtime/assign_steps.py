@@ -54,7 +54,8 @@ def fuse_assign_adds(steps: list, graph_outputs: set[int], refs: set[int]) -> li
 
 def add_into(ref: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """``Assign(ref, Add(ref, x))``: ``x`` added into ``ref`` (same dtype; x broadcasts)."""
-    if x.dtype != ref.dtype or torch.broadcast_shapes(ref.shape, x.shape) != ref.shape:
+    if x.dtype != ref.dtype or (x.shape != ref.shape  # (fast path: the same shape)
+                                and torch.broadcast_shapes(ref.shape, x.shape) != ref.shape):
         raise ValueError(f"Assign(Add): {x.dtype} {tuple(x.shape)} added into "
                          f"{ref.dtype} {tuple(ref.shape)}")
     return ref.add_(x)
