@@ -74,6 +74,8 @@ class Row:
     forward_ms: float | None = None  # training: median forward (+ loss) of a timed step
     backward_ms: float | None = None  # training: median backward
     optimizer_ms: float | None = None  # training: median optimizer step (compiled likewise)
+    step_cpu_ms: float | None = None  # training: median CPU ms of a step (time.process_time)
+    cpu_speedup: float | None = None  # training: eager's step_cpu_ms / this one (same run)
     threads: int | None = None
     error: str = ""
 
