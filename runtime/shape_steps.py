@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from npu_inductor.runtime.attention_chain import slots
+from npu_inductor.runtime.step_graph import producers, read_counts
 
 _INTS = (torch.int32, torch.int64)
 
@@ -25,11 +25,7 @@ _INTS = (torch.int32, torch.int64)
 def fuse_reshape_packs(steps: list, graph_outputs: set[int]) -> list:
     """``steps`` with each ``Reshape(x, Pack(scalars))`` (Pack read by nothing else) as one
     step."""
-    producer = {s: i for i, st in enumerate(steps) for s in st.outs}
-    reads: dict[int, int] = {}
-    for st in steps:
-        for s in slots(st.args):
-            reads[s] = reads.get(s, 0) + 1
+    producer, reads = producers(steps), read_counts(steps)
     fused: dict[int, Any] = {}
     gone: set[int] = set()
     for i, st in enumerate(steps):
