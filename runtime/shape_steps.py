@@ -54,8 +54,12 @@ def _scalar_pack(st: Any) -> bool:
 
 def packed_reshape(x: torch.Tensor, sizes: list) -> torch.Tensor:
     """``Reshape(x, Pack(sizes))``: each size a 0-d int tensor (or a Python int)."""
-    for s in sizes:
-        if isinstance(s, torch.Tensor) and (s.dim() != 0 or s.dtype not in _INTS):
-            raise ValueError(f"Pack input of {s.dtype} shape {tuple(s.shape)}: "
-                             "expected 0-d int sizes")
-    return x.reshape([int(s) for s in sizes])
+    return x.reshape([scalar_size(s) for s in sizes])
+
+
+def scalar_size(s: torch.Tensor | int) -> int:
+    """A Pack input of a shape: a 0-d int tensor (or a Python int) as an int."""
+    if isinstance(s, torch.Tensor) and (s.dim() != 0 or s.dtype not in _INTS):
+        raise ValueError(f"Pack input of {s.dtype} shape {tuple(s.shape)}: "
+                         "expected 0-d int sizes")
+    return int(s)
