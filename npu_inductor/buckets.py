@@ -71,7 +71,7 @@ def set_buckets(tensor: torch.Tensor, buckets: dict[int, Sequence[int] | str]) -
         spec[dim] = AUTO if sizes == AUTO else validate_sizes(sizes)
         torch._dynamo.mark_dynamic(tensor, dim)
     setattr(tensor, BUCKETS_ATTR, spec)
-    _install_compile_callbacks()
+    install_compile_callbacks()
     return tensor
 
 
@@ -124,7 +124,7 @@ def _restore_oblivious(args: Any) -> None:
         fx_config.backed_size_oblivious = _SAVED_OBLIVIOUS.pop()
 
 
-def _install_compile_callbacks() -> None:
+def install_compile_callbacks() -> None:
     """(Re)register the callbacks: ``torch._dynamo.reset()`` clears them."""
     handler = torch._dynamo.callback_handler
     if _oblivious_while_tagged not in handler.start_callbacks:
@@ -345,6 +345,7 @@ class BucketReport:
     real_elements: int = 0
     padded_elements: int = 0
     exact_reasons: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what explain says besides the reasons
     atc_input_shape: str = ""  # ATC --input_shape / --dynamic_dims for the acl device
     atc_dynamic_dims: str = ""
 

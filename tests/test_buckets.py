@@ -233,3 +233,16 @@ def test_auto_buckets_profile_every_dim_together():
     assert len(report.dims) == 2
     assert report.eager_calls == buckets.AUTO_PROFILE_CALLS - 1  # then both dims are decided
     assert 1 <= len(graphs) == report.compiles <= 8
+
+
+def test_explain_size_one_frame_runs_the_general_bucketed_graph():
+    def f(x):  # torch's matmul decomposition pins a transposed q's size 1 (bucket_frames)
+        b, s, _ = x.shape
+        q = x.view(b, s, 2, 4).transpose(1, 2)
+        return q @ q.transpose(-1, -2)
+
+    x = npu_inductor.set_buckets(torch.randn(2, 1, 8), {1: [4, 8]})
+    text = str(npu_inductor.explain(f, x))
+    assert "Shape buckets on L['x'] dim 1: 0 compile(s)" in text
+    assert "runs the frame's general bucketed graph" in text
+    assert "compiled exactly" not in text
