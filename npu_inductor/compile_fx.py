@@ -86,7 +86,9 @@ class CompiledGraph:
     def __call__(self, args: list[Any]) -> list[Any]:
         if self.checker is not None:
             self.checker(args)
-        ge_outs = self.executor.run([_as_tensor(args[i]) for i in self.lowered.data_inputs])
+        inputs = [_as_tensor(args[i]) for i in self.lowered.data_inputs]
+        with _outside_aot_op_analysis():
+            ge_outs = self.executor.run(inputs)
         outs = []
         for slot in self.lowered.outputs:
             if slot.kind == "ge":
@@ -103,6 +105,25 @@ class CompiledGraph:
                 outs.append(slot.value)
         args.clear()
         return outs
+
+
+@contextlib.contextmanager
+def _outside_aot_op_analysis() -> Iterator[None]:
+    """Run the device's execution of a GE graph outside the dispatch mode AOTAutograd wraps
+    a compiled graph's first call in (``_AnalyzeCustomOpInputOutputMode``, which checks the
+    aliasing of custom ops in the graph): on the host device every torch call of the
+    simulator's kernels went through it (~700 Python dispatches in llama's first call),
+    and a GE graph runs no custom op of the model. Other dispatch modes stay."""
+    if torch._C._len_torch_dispatch_stack() == 0:
+        yield
+        return
+    from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode_temporarily
+
+    if type(_get_current_dispatch_mode()).__name__ != "_AnalyzeCustomOpInputOutputMode":
+        yield
+        return
+    with _pop_mode_temporarily():
+        yield
 
 
 def _as_tensor(x: Any) -> torch.Tensor:

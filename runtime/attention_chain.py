@@ -12,6 +12,10 @@ so fp32 attention reaches the device as plain ops (``lowering/attention.py``,
     p = Reshape(p, [*b, M, S])              (optional; back to the scores' shape)
     o = BatchMatMulV2(p, v)                 [*b, M, Dv]
 
+In a training forward the softmax's input has a second reader, the logsumexp AOTAutograd
+saves for the backward (``lse = ReduceLogSumExp(s, axes=[-1])``); the chain then fuses
+with it, and the fused step has two outputs: flash attention returns that logsumexp too.
+
 The graph stays exactly these ops (what the 910B accepts). How the host device executes
 them is its own business, as GE's fusion engine fuses ops of an accepted graph: when the
 intermediates (scores, probabilities) are read by nothing but the next op of the chain and
@@ -41,6 +45,7 @@ from typing import Any
 import torch
 
 from npu_inductor.config import env_bool
+from npu_inductor.runtime.step_graph import producers, read_counts, readers, slots
 
 ENV_FLAG = "NPU_INDUCTOR_HOST_FUSE_ATTENTION"
 _FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
@@ -68,11 +73,14 @@ class ChainMatch:
     softmax: int
     reshape2: int | None
     bmm2: int
+    factor: float = 1.0     # the scale step's factor (1: no scale step)
+    lse: int | None = None  # ReduceLogSumExp of the softmax's input (a training forward)
 
     @property
     def indices(self) -> tuple[int, ...]:
         return tuple(i for i in (self.bmm1, self.reshape1, self.scale, *self.adds,
-                                 self.softmax, self.reshape2, self.bmm2) if i is not None)
+                                 self.softmax, self.reshape2, self.bmm2, self.lse)
+                     if i is not None)
 
 
 def fuse_chains(steps: list, graph_outputs: set[int], consts: dict[int, torch.Tensor]) -> list:
@@ -81,8 +89,9 @@ def fuse_chains(steps: list, graph_outputs: set[int], consts: dict[int, torch.Te
     if not matches:
         return steps
     fused, gone = {}, set()
+    graph = (producers(steps), read_counts(steps), graph_outputs)  # built once for all chains
     for m in matches:
-        mask = _causal_program(steps, m, graph_outputs, consts)
+        mask = _causal_program(steps, m, graph, consts)
         fused[m.bmm2] = _fused_step(steps, m, consts, mask)
         gone |= set(m.indices) | set(mask[0] if mask else ())
     return [fused.get(i, st) for i, st in enumerate(steps) if i in fused or i not in gone]
@@ -91,36 +100,64 @@ def fuse_chains(steps: list, graph_outputs: set[int], consts: dict[int, torch.Te
 def find_chains(steps: list, graph_outputs: set[int],
                 consts: dict[int, torch.Tensor]) -> list[ChainMatch]:
     """Chains found by walking forward from each fp32 ``BatchMatMulV2``."""
-    readers: dict[int, list[int]] = {}
-    for i, st in enumerate(steps):
-        for s in slots(st.args):
-            readers.setdefault(s, []).append(i)
+    users_of = readers(steps)
 
     def next_step(i: int) -> int | None:
-        """The one step reading step ``i``'s only output (an intermediate of the chain)."""
+        """The one step reading step ``i``'s only output (an intermediate of the chain);
+        of a softmax input also read by its logsumexp (see ``_lse_reader``), the softmax."""
         st = steps[i]
         if len(st.outs) != 1 or st.outs[0] in graph_outputs or st.compute is not None \
                 or st.sigs[0][0] != torch.float32:
             return None
-        users = readers.get(st.outs[0], [])
+        users = users_of.get(st.outs[0], [])
+        if len(users) == 2 and _lse_reader(steps, st.outs[0], users, consts) is not None:
+            users = [u for u in users if steps[u].op.type == "SoftmaxV2"]
         return users[0] if len(users) == 1 and steps[users[0]].compute is None else None
 
     matches = []
     for i, st in enumerate(steps):
         if st.op.type == "BatchMatMulV2" and _plain_bmm(st) and not st.attrs.get("adj_x1"):
             m = _match_forward(steps, i, next_step, consts)
-            if m is not None:
+            if m is None:
+                continue
+            scores = users_of[steps[m.softmax].args[0]]
+            if len(scores) == 1:
                 matches.append(m)
+                continue
+            # the logsumexp: a second output of the fused step
+            lse = _lse_reader(steps, steps[m.softmax].args[0], scores, consts)
+            if lse is not None and _lse_in_time(steps, users_of, m.bmm2, lse):
+                matches.append(replace(m, lse=lse))
     return matches
 
 
+def _lse_reader(steps: list, val: int, users: list[int], consts: dict) -> int | None:
+    """Of a value read by a last-axis ``SoftmaxV2`` and a ``ReduceLogSumExp`` over its
+    last axis (fp32, a Const axis), the ReduceLogSumExp's step index."""
+    kinds = {steps[u].op.type: u for u in users}
+    if set(kinds) != {"SoftmaxV2", "ReduceLogSumExp"}:
+        return None
+    r = steps[kinds["ReduceLogSumExp"]]
+    rank = len(r.sigs[0][1]) + (0 if r.attrs.get("keep_dims") else 1)
+    axes = consts[r.args[1]].tolist() if len(r.args) == 2 and r.args[1] in consts else None
+    if r.compute is not None or r.args[0] != val or r.sigs[0][0] != torch.float32 \
+            or len(r.outs) != 1 or axes not in ([-1], [rank - 1]):
+        return None
+    return kinds["ReduceLogSumExp"]
+
+
+def _lse_in_time(steps: list, readers: dict, bmm2: int, lse: int) -> bool:
+    """The fused step runs at ``bmm2``: nothing may read the logsumexp before that."""
+    return all(u > bmm2 for u in readers.get(steps[lse].outs[0], []))
+
+
 def _match_forward(steps: list, b1: int, next_step: Any, consts: dict) -> ChainMatch | None:
-    i, r1, sc, r2, adds = next_step(b1), None, None, None, []
+    i, r1, sc, r2, adds, factor = next_step(b1), None, None, None, [], 1.0
     val = steps[b1].outs[0]
     if i is not None and steps[i].op.type == "Reshape" and _plain_reshape(steps[i], val):
         r1, val, i = i, steps[i].outs[0], next_step(i)
-    if i is not None and _scale_of(steps[i], val, consts) is not None:
-        sc, val, i = i, steps[i].outs[0], next_step(i)
+    if i is not None and (f := _scale_of(steps[i], val, consts)) is not None:
+        sc, val, i, factor = i, steps[i].outs[0], next_step(i), f
     while i is not None and steps[i].op.type == "Add" and len(steps[i].args) == 2 \
             and val in steps[i].args and steps[i].args[0] != steps[i].args[1]:
         adds.append(i)
@@ -134,7 +171,7 @@ def _match_forward(steps: list, b1: int, next_step: Any, consts: dict) -> ChainM
             or steps[i].args[0] != val or steps[i].args[1] == val \
             or steps[i].attrs.get("adj_x1") or steps[i].sigs[0][0] != torch.float32:
         return None
-    return ChainMatch(b1, r1, sc, tuple(adds), sm, r2, i)
+    return ChainMatch(b1, r1, sc, tuple(adds), sm, r2, i, factor)
 
 
 def _scale_of(st: Any, val: int, consts: dict) -> float | None:
@@ -171,7 +208,7 @@ def _last_axis_softmax(st: Any) -> bool:
                                                                                  [rank - 1])
 
 
-def _causal_program(steps: list, m: ChainMatch, graph_outputs: set[int],
+def _causal_program(steps: list, m: ChainMatch, graph: tuple,
                     consts: dict) -> tuple[tuple[int, ...], int, int] | None:
     """A mask of the chain built only for it as the causal band of a dynamic graph
     (``lowering/symbolic.upper_mask``)::
@@ -179,12 +216,9 @@ def _causal_program(steps: list, m: ChainMatch, graph_outputs: set[int],
         SelectV2(Greater(Unsqueeze(Range(0, cols, 1), [0]), Unsqueeze(Range(0, rows, 1), [1])),
                  -inf, 0)
 
-    -> (its steps, the ``rows`` and ``cols`` slots): the fused step need not build it."""
-    producer = {s: i for i, st in enumerate(steps) for s in st.outs}
-    reads: dict[int, int] = {}
-    for st in steps:
-        for s in slots(st.args):
-            reads[s] = reads.get(s, 0) + 1
+    -> (its steps, the ``rows`` and ``cols`` slots): the fused step need not build it.
+    ``graph``: (producer of each slot, read count of each slot, graph output slots)."""
+    producer, reads, graph_outputs = graph
 
     def made_by(slot: Any, op_type: str, nargs: int) -> int | None:
         i = producer.get(slot) if isinstance(slot, int) else None
@@ -238,26 +272,32 @@ def _fused_step(steps: list, m: ChainMatch, consts: dict, causal: tuple | None) 
     extras = tuple(dict.fromkeys(s for i in program for s in slots(steps[i].args)
                                  if s not in inside and s not in listed))
     args = (*named, extras)
-    factor = 1.0
-    if m.scale is not None:
-        sc = steps[m.scale]
-        factor = _scale_of(sc, sc.args[0] if sc.args[0] in inside else sc.args[1], consts)
     const = consts.get(masks[0]) if len(masks) == 1 else None
     const_causal = const is not None and const.dim() == 2 and const.is_floating_point() \
         and _is_causal(const)
-    kernel = AttentionChainKernel(tuple(steps[i] for i in program), args, factor,
+    lse = steps[m.lse] if m.lse is not None else None
+    kernel = AttentionChainKernel(tuple(steps[i] for i in program), args, m.factor,
                                   bool(b1.attrs.get("adj_x2")), bool(b2.attrs.get("adj_x2")),
-                                  const_causal)
-    return replace(b2, fn=kernel, args=args, attrs={}, chain=kernel.chain)
+                                  const_causal, b2.outs + (lse.outs if lse else ()),
+                                  bool(lse.attrs.get("keep_dims")) if lse else None)
+    if lse is None:
+        return replace(b2, fn=kernel, args=args, attrs={}, chain=kernel.chain)
+    return replace(b2, fn=kernel, args=args, attrs={}, chain=kernel.chain,
+                   outs=b2.outs + lse.outs, sigs=b2.sigs + lse.sigs)
 
 
 class AttentionChainKernel:
-    """The fused step's kernel: one flash-attention call, or the chain's own kernels."""
+    """The fused step's kernel: one flash-attention call, or the chain's own kernels.
+    ``outs``: the slots it gives, the second matmul's and the logsumexp's if it has one
+    (then ``lse_keep`` is that ReduceLogSumExp's ``keep_dims``)."""
 
     def __init__(self, chain: tuple, args: tuple, scale: float, k_adj: bool, v_adj: bool,
-                 const_causal: bool = False) -> None:
+                 const_causal: bool = False, outs: tuple[int, ...] = (),
+                 lse_keep: bool | None = None) -> None:
         self.chain, self.slots, self.scale = chain, args, scale
         self.k_adj, self.v_adj, self.const_causal = k_adj, v_adj, const_causal
+        self.outs = outs or (chain[-1].outs[0],)
+        self.lse_keep = lse_keep
         self.names = " -> ".join(f"{st.op.name} ({st.op.type})" for st in chain)
 
     def __call__(self, q, k, v, shape1=None, shape2=None, masks=(), limits=(), extras=()):
@@ -271,7 +311,7 @@ class AttentionChainKernel:
         _STATS["fallback"] += 1
         return self.op_by_op(q, k, v, shape1, shape2, masks, limits, extras)
 
-    def fast(self, q, k, v, shape1, shape2, masks, limits=()) -> torch.Tensor | None:
+    def fast(self, q, k, v, shape1, shape2, masks, limits=()) -> Any:
         """One flash-attention call, or None when a run-time check fails."""
         if not self.k_adj:  # BatchMatMulV2(q, k, adj_x2) takes k as [S, D], else k^T
             k = k.mT
@@ -301,16 +341,25 @@ class AttentionChainKernel:
             mask = _combined(masks, view, bk, g)
         if mask is False:
             return None
+        # [batch, heads] of flash: the key heads (b[-1]) stay a dim of their own, so that
+        # strided k and v (a Transpose of a projection) need no copy; q's G heads per
+        # key head become kernel heads (its grouped-query attention)
+        nb, nh = (math.prod(b[:-1]), b[-1]) if len(b) > 1 else (bk, 1)
         # the CPU flash kernel misreads operands whose last dim is strided (k^T.mT)
-        q4, k4, v4 = (_unit_last(x.reshape(bk, n, rows, x.shape[-1]))
+        q4, k4, v4 = (_unit_last(x.reshape(nb, nh * n, rows, x.shape[-1]))
                       for x, n, rows in ((q, g, lq), (k, 1, s), (v, 1, s)))
         if isinstance(mask, torch.Tensor):
-            mask = _unit_last(mask)
+            mask = _unit_last(mask.reshape(nb, nh * g, lq, s) if mask.dim() == 4 else mask)
         if mask is CAUSAL or mask is None:
-            out = _FLASH(q4, k4, v4, 0.0, mask is CAUSAL, scale=self.scale)[0]
+            out, lse = _FLASH(q4, k4, v4, 0.0, mask is CAUSAL, scale=self.scale)
         else:
-            out = _FLASH(q4, k4, v4, 0.0, False, attn_mask=mask, scale=self.scale)[0]
-        return out.reshape(*b, mq, dv)
+            out, lse = _FLASH(q4, k4, v4, 0.0, False, attn_mask=mask, scale=self.scale)
+        out = out.reshape(*b, mq, dv)
+        if self.lse_keep is None:
+            return out
+        # flash's logsumexp [bk, g, Lq] is over the scale * q k^T + mask rows, as the
+        # chain's ReduceLogSumExp of the softmax's input (shape ``view``) is
+        return out, lse.reshape(*view[:-1], *((1,) if self.lse_keep else ()))
 
     def op_by_op(self, *values) -> torch.Tensor:
         """The chain's own kernels, one after the other (what an unfused graph runs)."""
@@ -322,18 +371,9 @@ class AttentionChainKernel:
                 vals[slot] = value
         for st in self.chain:
             vals[st.outs[0]] = st.fn(*[vals[a] for a in st.args], **st.attrs)
-        return vals[self.chain[-1].outs[0]]
-
-
-def slots(args: tuple) -> list[int]:
-    """The value slots a step's args read, flattened (a tuple arg is a list input)."""
-    out: list[int] = []
-    for a in args:
-        if isinstance(a, tuple):
-            out.extend(a)
-        elif a is not None:
-            out.append(a)
-    return out
+        if self.lse_keep is None:
+            return vals[self.outs[0]]
+        return vals[self.outs[0]], vals[self.outs[1]]
 
 
 def _unit_last(x: torch.Tensor) -> torch.Tensor:
