@@ -188,6 +188,7 @@ class HostModel:
             return steps
         outs = set(self.output_slots)
         steps = attention_chain.fuse_chains(steps, outs, self.consts)
+        steps = shape_steps.fuse_dim_sizes(steps, outs, self.consts)
         return shape_steps.fuse_reshape_packs(steps, outs)
 
     def set_precision_mode(self, mode: str, soc: str) -> None:
