@@ -35,7 +35,8 @@ COMPILE = KEYS + (
 )
 TRAINING = KEYS + (
     ("dtype", "dtype", "{}"), ("abs_latency", "step ms", "{:.3f}"),
-    ("speedup", "vs eager", "{:.2f}x"), ("forward_ms", "fwd ms", "{:.3f}"),
+    ("speedup", "vs eager", "{:.2f}x"), ("step_cpu_ms", "step cpu ms", "{:.3f}"),
+    ("cpu_speedup", "cpu vs eager", "{:.2f}x"), ("forward_ms", "fwd ms", "{:.3f}"),
     ("backward_ms", "bwd ms", "{:.3f}"), ("optimizer_ms", "opt ms", "{:.3f}"),
     ("ge_ops_before_fusion", "GE ops unfused", "{}"), ("ge_ops", "GE ops", "{}"),
 )

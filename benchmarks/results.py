@@ -63,10 +63,10 @@ class Row:
     compiles: int | None = None  # dynamic stream: GE graph compiles
     padding_overhead: float | None = None  # dynamic stream: padded / real elements - 1
     steady_speedup: float | None = None  # dynamic stream, after compiles: eager / this (CPU)
-    compile_time: float | None = None  # s wall, dynamic stream: cold passes - steady passes
+    compile_time: float | None = None  # s wall, dynamic stream: inside the compiles
     # dynamic stream, CPU time (time.process_time; reproduces under load with --threads 1)
     total_cpu: float | None = None  # s, first pass, compiles included
-    compile_cpu: float | None = None  # s, cold passes - as many steady passes
+    compile_cpu: float | None = None  # s CPU, dynamic stream: inside the compiles
     steady_ms: float | None = None  # ms per request, median warm pass
     steady_speedup_wall: float | None = None  # steady_speedup from wall time
     warm_passes: int | None = None  # warm passes measured (median taken)
@@ -74,6 +74,8 @@ class Row:
     forward_ms: float | None = None  # training: median forward (+ loss) of a timed step
     backward_ms: float | None = None  # training: median backward
     optimizer_ms: float | None = None  # training: median optimizer step (compiled likewise)
+    step_cpu_ms: float | None = None  # training: median CPU ms of a step (time.process_time)
+    cpu_speedup: float | None = None  # training: eager's step_cpu_ms / this one (same run)
     threads: int | None = None
     error: str = ""
 

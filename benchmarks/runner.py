@@ -134,6 +134,7 @@ def step_fn(case: Case, model: nn.Module, fn: Callable[..., Any],
         return tensors(out) if capture else []
 
     def train(capture: bool = False) -> list[torch.Tensor]:
+        c0 = time.process_time()
         opt.zero_grad(set_to_none=True)
         t0 = time.perf_counter()
         out = tensors(fn(*case.inputs))
@@ -146,9 +147,12 @@ def step_fn(case: Case, model: nn.Module, fn: Callable[..., Any],
         t3 = time.perf_counter()
         (opt_step or opt.step)()
         train.phases.append((t1 - t0, t2 - t1, time.perf_counter() - t3))  # type: ignore
+        if not capture:  # CPU seconds of the whole step (timed steps capture nothing)
+            train.cpu.append(time.process_time() - c0)  # type: ignore
         return captured
 
     train.phases = []  # type: ignore[attr-defined]  (forward, backward, optimizer) seconds
+    train.cpu = []  # type: ignore[attr-defined]  CPU seconds per step (time.process_time)
     return train if case.train else infer
 
 
@@ -333,6 +337,8 @@ def _row(r: Runner, case: Case, settings: Settings, eager: Runner | None,
         row.abs_latency_p90 = r.latency.p90
     row.eager_latency = _median(eager)
     _fill_phases(row, r, settings)
+    row.step_cpu_ms = _cpu_median(r, settings)
+    row.cpu_speedup = ratio(_cpu_median(eager, settings), row.step_cpu_ms)
     row.speedup = ratio(row.eager_latency, row.abs_latency)
     if eager is not None and eager.latency.samples and r.latency.samples:
         row.speedup_p10 = ratio(eager.latency.p10, r.latency.p10)
@@ -361,6 +367,17 @@ def _fill_phases(row: Row, r: Runner, settings: Settings) -> None:
 
         row.forward_ms, row.backward_ms, row.optimizer_ms = (
             1e3 * statistics.median(p[k] for p in timed) for k in range(3))
+
+
+def _cpu_median(r: Runner | None, settings: Settings) -> float | None:
+    """Median CPU ms (``time.process_time``) of the timed training steps: with
+    ``--threads 1`` a competing load barely moves it, unlike the wall time."""
+    cpu = getattr(r.step, "cpu", None) if r is not None and r.latency.samples else None
+    if not cpu:
+        return None
+    import statistics
+
+    return 1e3 * statistics.median(cpu[-settings.repeat:])
 
 
 def _fill_stats(row: Row, stats: CompileStats) -> None:

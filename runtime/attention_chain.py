@@ -12,6 +12,10 @@ so fp32 attention reaches the device as plain ops (``lowering/attention.py``,
     p = Reshape(p, [*b, M, S])              (optional; back to the scores' shape)
     o = BatchMatMulV2(p, v)                 [*b, M, Dv]
 
+In a training forward the softmax's input has a second reader, the logsumexp AOTAutograd
+saves for the backward (``lse = ReduceLogSumExp(s, axes=[-1])``); the chain then fuses
+with it, and the fused step has two outputs: flash attention returns that logsumexp too.
+
 The graph stays exactly these ops (what the 910B accepts). How the host device executes
 them is its own business, as GE's fusion engine fuses ops of an accepted graph: when the
 intermediates (scores, probabilities) are read by nothing but the next op of the chain and
@@ -70,11 +74,13 @@ class ChainMatch:
     reshape2: int | None
     bmm2: int
     factor: float = 1.0     # the scale step's factor (1: no scale step)
+    lse: int | None = None  # ReduceLogSumExp of the softmax's input (a training forward)
 
     @property
     def indices(self) -> tuple[int, ...]:
         return tuple(i for i in (self.bmm1, self.reshape1, self.scale, *self.adds,
-                                 self.softmax, self.reshape2, self.bmm2) if i is not None)
+                                 self.softmax, self.reshape2, self.bmm2, self.lse)
+                     if i is not None)
 
 
 def fuse_chains(steps: list, graph_outputs: set[int], consts: dict[int, torch.Tensor]) -> list:
@@ -97,21 +103,52 @@ def find_chains(steps: list, graph_outputs: set[int],
     users_of = readers(steps)
 
     def next_step(i: int) -> int | None:
-        """The one step reading step ``i``'s only output (an intermediate of the chain)."""
+        """The one step reading step ``i``'s only output (an intermediate of the chain);
+        of a softmax input also read by its logsumexp (see ``_lse_reader``), the softmax."""
         st = steps[i]
         if len(st.outs) != 1 or st.outs[0] in graph_outputs or st.compute is not None \
                 or st.sigs[0][0] != torch.float32:
             return None
         users = users_of.get(st.outs[0], [])
+        if len(users) == 2 and _lse_reader(steps, st.outs[0], users, consts) is not None:
+            users = [u for u in users if steps[u].op.type == "SoftmaxV2"]
         return users[0] if len(users) == 1 and steps[users[0]].compute is None else None
 
     matches = []
     for i, st in enumerate(steps):
         if st.op.type == "BatchMatMulV2" and _plain_bmm(st) and not st.attrs.get("adj_x1"):
             m = _match_forward(steps, i, next_step, consts)
-            if m is not None:
+            if m is None:
+                continue
+            scores = users_of[steps[m.softmax].args[0]]
+            if len(scores) == 1:
                 matches.append(m)
+                continue
+            # the logsumexp: a second output of the fused step
+            lse = _lse_reader(steps, steps[m.softmax].args[0], scores, consts)
+            if lse is not None and _lse_in_time(steps, users_of, m.bmm2, lse):
+                matches.append(replace(m, lse=lse))
     return matches
+
+
+def _lse_reader(steps: list, val: int, users: list[int], consts: dict) -> int | None:
+    """Of a value read by a last-axis ``SoftmaxV2`` and a ``ReduceLogSumExp`` over its
+    last axis (fp32, a Const axis), the ReduceLogSumExp's step index."""
+    kinds = {steps[u].op.type: u for u in users}
+    if set(kinds) != {"SoftmaxV2", "ReduceLogSumExp"}:
+        return None
+    r = steps[kinds["ReduceLogSumExp"]]
+    rank = len(r.sigs[0][1]) + (0 if r.attrs.get("keep_dims") else 1)
+    axes = consts[r.args[1]].tolist() if len(r.args) == 2 and r.args[1] in consts else None
+    if r.compute is not None or r.args[0] != val or r.sigs[0][0] != torch.float32 \
+            or len(r.outs) != 1 or axes not in ([-1], [rank - 1]):
+        return None
+    return kinds["ReduceLogSumExp"]
+
+
+def _lse_in_time(steps: list, readers: dict, bmm2: int, lse: int) -> bool:
+    """The fused step runs at ``bmm2``: nothing may read the logsumexp before that."""
+    return all(u > bmm2 for u in readers.get(steps[lse].outs[0], []))
 
 
 def _match_forward(steps: list, b1: int, next_step: Any, consts: dict) -> ChainMatch | None:
@@ -238,19 +275,29 @@ def _fused_step(steps: list, m: ChainMatch, consts: dict, causal: tuple | None) 
     const = consts.get(masks[0]) if len(masks) == 1 else None
     const_causal = const is not None and const.dim() == 2 and const.is_floating_point() \
         and _is_causal(const)
+    lse = steps[m.lse] if m.lse is not None else None
     kernel = AttentionChainKernel(tuple(steps[i] for i in program), args, m.factor,
                                   bool(b1.attrs.get("adj_x2")), bool(b2.attrs.get("adj_x2")),
-                                  const_causal)
-    return replace(b2, fn=kernel, args=args, attrs={}, chain=kernel.chain)
+                                  const_causal, b2.outs + (lse.outs if lse else ()),
+                                  bool(lse.attrs.get("keep_dims")) if lse else None)
+    if lse is None:
+        return replace(b2, fn=kernel, args=args, attrs={}, chain=kernel.chain)
+    return replace(b2, fn=kernel, args=args, attrs={}, chain=kernel.chain,
+                   outs=b2.outs + lse.outs, sigs=b2.sigs + lse.sigs)
 
 
 class AttentionChainKernel:
-    """The fused step's kernel: one flash-attention call, or the chain's own kernels."""
+    """The fused step's kernel: one flash-attention call, or the chain's own kernels.
+    ``outs``: the slots it gives, the second matmul's and the logsumexp's if it has one
+    (then ``lse_keep`` is that ReduceLogSumExp's ``keep_dims``)."""
 
     def __init__(self, chain: tuple, args: tuple, scale: float, k_adj: bool, v_adj: bool,
-                 const_causal: bool = False) -> None:
+                 const_causal: bool = False, outs: tuple[int, ...] = (),
+                 lse_keep: bool | None = None) -> None:
         self.chain, self.slots, self.scale = chain, args, scale
         self.k_adj, self.v_adj, self.const_causal = k_adj, v_adj, const_causal
+        self.outs = outs or (chain[-1].outs[0],)
+        self.lse_keep = lse_keep
         self.names = " -> ".join(f"{st.op.name} ({st.op.type})" for st in chain)
 
     def __call__(self, q, k, v, shape1=None, shape2=None, masks=(), limits=(), extras=()):
@@ -264,7 +311,7 @@ class AttentionChainKernel:
         _STATS["fallback"] += 1
         return self.op_by_op(q, k, v, shape1, shape2, masks, limits, extras)
 
-    def fast(self, q, k, v, shape1, shape2, masks, limits=()) -> torch.Tensor | None:
+    def fast(self, q, k, v, shape1, shape2, masks, limits=()) -> Any:
         """One flash-attention call, or None when a run-time check fails."""
         if not self.k_adj:  # BatchMatMulV2(q, k, adj_x2) takes k as [S, D], else k^T
             k = k.mT
@@ -294,16 +341,25 @@ class AttentionChainKernel:
             mask = _combined(masks, view, bk, g)
         if mask is False:
             return None
+        # [batch, heads] of flash: the key heads (b[-1]) stay a dim of their own, so that
+        # strided k and v (a Transpose of a projection) need no copy; q's G heads per
+        # key head become kernel heads (its grouped-query attention)
+        nb, nh = (math.prod(b[:-1]), b[-1]) if len(b) > 1 else (bk, 1)
         # the CPU flash kernel misreads operands whose last dim is strided (k^T.mT)
-        q4, k4, v4 = (_unit_last(x.reshape(bk, n, rows, x.shape[-1]))
+        q4, k4, v4 = (_unit_last(x.reshape(nb, nh * n, rows, x.shape[-1]))
                       for x, n, rows in ((q, g, lq), (k, 1, s), (v, 1, s)))
         if isinstance(mask, torch.Tensor):
-            mask = _unit_last(mask)
+            mask = _unit_last(mask.reshape(nb, nh * g, lq, s) if mask.dim() == 4 else mask)
         if mask is CAUSAL or mask is None:
-            out = _FLASH(q4, k4, v4, 0.0, mask is CAUSAL, scale=self.scale)[0]
+            out, lse = _FLASH(q4, k4, v4, 0.0, mask is CAUSAL, scale=self.scale)
         else:
-            out = _FLASH(q4, k4, v4, 0.0, False, attn_mask=mask, scale=self.scale)[0]
-        return out.reshape(*b, mq, dv)
+            out, lse = _FLASH(q4, k4, v4, 0.0, False, attn_mask=mask, scale=self.scale)
+        out = out.reshape(*b, mq, dv)
+        if self.lse_keep is None:
+            return out
+        # flash's logsumexp [bk, g, Lq] is over the scale * q k^T + mask rows, as the
+        # chain's ReduceLogSumExp of the softmax's input (shape ``view``) is
+        return out, lse.reshape(*view[:-1], *((1,) if self.lse_keep else ()))
 
     def op_by_op(self, *values) -> torch.Tensor:
         """The chain's own kernels, one after the other (what an unfused graph runs)."""
@@ -315,7 +371,9 @@ class AttentionChainKernel:
                 vals[slot] = value
         for st in self.chain:
             vals[st.outs[0]] = st.fn(*[vals[a] for a in st.args], **st.attrs)
-        return vals[self.chain[-1].outs[0]]
+        if self.lse_keep is None:
+            return vals[self.outs[0]]
+        return vals[self.outs[0]], vals[self.outs[1]]
 
 
 def _unit_last(x: torch.Tensor) -> torch.Tensor:

@@ -30,7 +30,7 @@ import torch
 from npu_inductor.ge.device_rules import check_graph, input_index_by_name
 from npu_inductor.ge.ir import Graph, OpNode
 from npu_inductor.ge.op_specs import get_spec
-from npu_inductor.runtime import attention_chain, shape_steps
+from npu_inductor.runtime import assign_steps, attention_chain, shape_steps
 from npu_inductor.runtime.kernels import KERNELS, OUT_KERNELS, RUNTIME, SPECIALIZERS
 from npu_inductor.runtime.memory_plan import (
     ALIAS_OPS,
@@ -188,6 +188,7 @@ class HostModel:
             return steps
         outs = set(self.output_slots)
         steps = attention_chain.fuse_chains(steps, outs, self.consts)
+        steps = assign_steps.fuse_assign_adds(steps, outs, set(self.data_slots))
         steps = shape_steps.fuse_dim_sizes(steps, outs, self.consts)
         return shape_steps.fuse_reshape_packs(steps, outs)
 
@@ -421,9 +422,12 @@ _FRESH_OPS = frozenset({"MatMulV2", "BatchMatMulV2"})
 
 def _handed_over(steps: list[Step], graph_outs: set[int], reads: dict[int, int]) -> set[int]:
     """Results of fresh-memory kernels whose one reader is a view op giving a graph output
-    (a matmul reshaped to the logits): kept out of the workspace, the view is handed to the
-    user as it is instead of being copied (nothing else can reach those bytes)."""
-    fresh = {st.outs[0]: st for st in steps if st.op.type in _FRESH_OPS and len(st.outs) == 1}
+    (a matmul reshaped to the logits; a fused attention chain's output and logsumexp
+    reshaped for the backward): kept out of the workspace, the view is handed to the user
+    as it is instead of being copied (nothing else can reach those bytes)."""
+    fresh = {s: st for st in steps for s in st.outs
+             if (st.op.type in _FRESH_OPS and len(st.outs) == 1)
+             or isinstance(st.fn, attention_chain.AttentionChainKernel)}
     out = set()
     for st in steps:
         args = slots(st.args)

@@ -141,19 +141,22 @@ def _signed_sin(r2):
     return r2 * sign
 
 
-def _rotary(x, r1, signed):
+def _rotary(x, r1, signed, out=None):
     """Even width only (the roll identity pairs i with i + d/2)."""
+    if out is not None:
+        return torch.mul(x, r1, out=out).addcmul_(x.roll(x.shape[-1] // 2, -1), signed)
     if r1.shape != signed.shape:  # the broadcast shape may grow: no in-place update
         return torch.addcmul(x * r1, x.roll(x.shape[-1] // 2, -1), signed)
     return (x * r1).addcmul_(x.roll(x.shape[-1] // 2, -1), signed)
 
 
-@kernel("RotaryMul")
-def rotary_mul(x, r1, r2):
-    """x * r1 + rotate_half(x) * r2: a multiply, a roll and one in-place addcmul."""
+@kernel("RotaryMul", out=True)
+def rotary_mul(x, r1, r2, out=None):
+    """x * r1 + rotate_half(x) * r2: a multiply, a roll and one in-place addcmul (``out``:
+    written there, contiguous even when ``x`` is a strided Transpose result)."""
     if x.shape[-1] % 2:
-        return torch.addcmul(x * r1, _rotate_half(x), r2)
-    return _rotary(x, r1, _signed_sin(r2))
+        return torch.addcmul(x * r1, _rotate_half(x), r2, out=out)
+    return _rotary(x, r1, _signed_sin(r2), out)
 
 
 @kernel("ApplyRotaryPosEmb")

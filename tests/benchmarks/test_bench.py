@@ -120,3 +120,19 @@ def test_npu_freeze_variant_folds_and_runs_inference_only() -> None:
     assert frozen.ge_ops is not None and frozen.ge_ops < 69  # BatchNorms folded into Conv2D
     rows = run_case(ZOO["mlp"], "training", backends, settings)
     assert [r.backend for r in rows] == ["eager"]
+
+
+def test_training_rows_report_step_cpu_time() -> None:
+    """Training rows carry each backend's median step CPU ms and eager's over it."""
+    from npu_inductor.benchmarks.report import TRAINING, format_markdown
+
+    backends = [b for b in make_backends([]) if b.name in ("eager", "npu")]
+    rows = run_case(ZOO["mlp"], "training", backends, Settings(repeat=3, warmup=0))
+    eager, npu = rows
+    assert eager.accuracy == npu.accuracy == "pass"
+    assert eager.step_cpu_ms > 0 and npu.step_cpu_ms > 0
+    assert eager.cpu_speedup == 1.0
+    assert npu.cpu_speedup == pytest.approx(eager.step_cpu_ms / npu.step_cpu_ms)
+    table = format_markdown(rows, TRAINING)
+    assert "| step cpu ms | cpu vs eager |" in table
+    assert f"{npu.step_cpu_ms:.3f}" in table

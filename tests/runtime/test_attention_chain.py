@@ -187,3 +187,53 @@ def test_bert_attention_with_materialized_key_transpose():
     assert len(_chains(fm)) >= 1
     assert attention_chain.stats()["fast"] == before["fast"] + len(_chains(fm))
     torch.testing.assert_close(fused, plain, rtol=1e-5, atol=1e-6)
+
+
+def _training_forward(q, k, v):
+    """The forward GE graph of a causal GQA attention trained through (its logsumexp is
+    saved for the backward) and the inputs of its last run; gradients match eager."""
+    torch._dynamo.reset()
+    compiled = torch.compile(_gqa_causal, backend="npu")
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    with record_graphs() as graphs:
+        compiled(*leaves).sum().backward()
+    assert [g.name.split("_")[0] for g in graphs] == ["forward", "backward"]
+    ex = graphs[0].executor
+    model = ex.device.acl.models[ex.model_id]
+    seen = []
+    orig = model.execute
+    model.execute = lambda xs: seen.append([x.clone() for x in xs]) or orig(xs)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    compiled(*leaves).sum().backward()
+    eager = [t.clone().requires_grad_() for t in (q, k, v)]
+    _gqa_causal(*eager).sum().backward()
+    for a, b in zip(leaves, eager):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-5)
+    return model, seen[-1]
+
+
+def test_training_forward_fuses_the_saved_logsumexp():
+    """A training forward's chain also feeds ReduceLogSumExp (saved for the backward): it
+    fuses with it, one flash call giving both outputs, handed over without copies."""
+    model, inputs = _training_forward(*_qkv(lq=8, s=8, hq=4, hk=2, d=8))
+    assert model.graph.op_counts()["ReduceLogSumExp"] == 1  # the GE graph is unchanged
+    before = attention_chain.stats()
+    plain, fused, fm = _both(model, inputs)
+    (chain,) = _chains(fm)
+    assert len(chain.outs) == 2 and "ReduceLogSumExp" in {st.op.type for st in chain.chain}
+    assert "ReduceLogSumExp" not in {st.op.type for st in fm.steps}
+    assert attention_chain.stats()["fast"] == before["fast"] + 1
+    assert len(fused) == len(plain)
+    for a, b in zip(fused, plain):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    # both results are fresh flash outputs: the Reshapes to the graph outputs view them
+    bound = next(b for b in fm.bound if b.step is chain)
+    assert bound.dests == (("keep",), ("keep",))
+
+
+def test_training_forward_fallback_gives_both_outputs(monkeypatch):
+    model, inputs = _training_forward(*_qkv(lq=8, s=8, hq=4, hk=2, d=8))
+    monkeypatch.setattr(attention_chain.AttentionChainKernel, "fast", lambda *a: None)
+    plain, fused, _ = _both(model, inputs)
+    for a, b in zip(fused, plain):
+        assert torch.equal(a, b)

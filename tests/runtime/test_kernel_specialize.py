@@ -167,6 +167,21 @@ def test_rotary_mul_broadcast_shape_grows():
     torch.testing.assert_close(got, x * r1 + _rotate_half_ref(x) * r2, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("width", [8, 7])
+def test_rotary_mul_out_of_a_transposed_input(width):
+    """out=: a strided x (a Transpose of a projection) is written contiguous into ``out``,
+    the result of the plain call (the host executor then hands it over without a copy)."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 5, 4, width, generator=g).transpose(1, 2)  # [2, 4, 5, w], strided
+    r1, r2 = torch.randn(5, width, generator=g), torch.randn(5, width, generator=g)
+    out = torch.empty(2, 4, 5, width)
+    got = fused.rotary_mul(x, r1, r2, out=out)
+    assert got is out and out.is_contiguous()
+    assert torch.equal(out, fused.rotary_mul(x, r1, r2))
+    ref = x.double() * r1.double() + _rotate_half_ref(x.double()) * r2.double()
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-6), (torch.float16, 1e-3),
                                        (torch.bfloat16, 1e-2)])
 def test_rms_norm_kernel(dtype, tol):
