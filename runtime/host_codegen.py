@@ -9,8 +9,10 @@ constants and output signatures are closure constants, workspace destinations ar
 ``out=`` calls or ``store`` into ``W[slot]``, graph outputs go through ``hand_over``, and
 frees are ``del``. It is the interpreter unrolled, with the same helpers for the same
 ``Bound`` destinations, so results are identical. Exceptions are mapped back to the GE
-op through the generated line numbers. ``NPU_INDUCTOR_HOST_CODEGEN=0`` keeps the
-interpreter.
+op through the generated line numbers. A dynamic graph's ``Reshape(x, Pack(sizes))`` step
+(``shape_steps.py``) is written inline as ``x.reshape((...))``: Const sizes are literals
+checked at load, each other size slot is converted (and checked: a 0-d int) once, at its
+first use, by ``scalar_size``. ``NPU_INDUCTOR_HOST_CODEGEN=0`` keeps the interpreter.
 """
 
 from __future__ import annotations

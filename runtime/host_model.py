@@ -189,6 +189,7 @@ class HostModel:
         outs = set(self.output_slots)
         steps = attention_chain.fuse_chains(steps, outs, self.consts)
         steps = assign_steps.fuse_assign_adds(steps, outs, set(self.data_slots))
+        steps = shape_steps.fuse_dim_sizes(steps, outs, self.consts)
         return shape_steps.fuse_reshape_packs(steps, outs)
 
     def set_precision_mode(self, mode: str, soc: str) -> None:

@@ -8,6 +8,8 @@ one step, ``x.reshape([int(s) for s in sizes])``: the same result without buildi
 shape tensor (a LLaMA layer has ~15 of these pairs, each a ``torch.stack`` and a ``tolist``
 in Python). The graph is unchanged; ``npu_inductor.debug.compare`` still runs op by op, and
 ``NPU_INDUCTOR_HOST_FUSE_ATTENTION=0`` (the switch for host-side step fusion) keeps both ops.
+Likewise a size read off a tensor, ``GatherV2(Shape(x), i, axis 0)`` with a Const index and
+the shape read by nothing else, runs as one step making the 0-d size tensor directly.
 """
 
 from __future__ import annotations
@@ -20,6 +22,52 @@ import torch
 from npu_inductor.runtime.step_graph import producers, read_counts
 
 _INTS = (torch.int32, torch.int64)
+
+
+def fuse_dim_sizes(steps: list, graph_outputs: set[int], consts: dict) -> list:
+    """``steps`` with each ``GatherV2(Shape(x), i, 0)`` (a Const index ``0 <= i < rank``,
+    the shape read by nothing else) as one step ``DimSize(i)``."""
+    producer, reads = producers(steps), read_counts(steps)
+    fused: dict[int, Any] = {}
+    gone: set[int] = set()
+    for i, st in enumerate(steps):
+        index = _dim_index(st, consts)
+        p = producer.get(st.args[0]) if index is not None else None
+        if p is None or steps[p].op.type != "Shape" or reads.get(st.args[0]) != 1 \
+                or st.args[0] in graph_outputs or steps[p].compute is not None:
+            continue
+        sig = steps[p].sigs[0]
+        if len(sig[1]) != 1 or not 0 <= index < sig[1][0] or sig[0] != st.sigs[0][0]:
+            continue
+        gone.add(p)
+        fused[i] = replace(st, fn=DimSize(index, sig[0]), args=(steps[p].args[0],), attrs={},
+                           chain=(steps[p], st))
+    if not fused:
+        return steps
+    return [fused.get(i, st) for i, st in enumerate(steps) if i not in gone]
+
+
+def _dim_index(st: Any, consts: dict) -> int | None:
+    """The Const 0-d index of ``GatherV2(params, index, axis 0)`` giving a 0-d int."""
+    if st.op.type != "GatherV2" or len(st.args) != 3 or st.compute is not None \
+            or st.attrs.get("batch_dims", 0) or st.sigs[0][1] != () \
+            or st.sigs[0][0] not in _INTS:
+        return None
+    index, axis = (consts.get(a) if isinstance(a, int) else None for a in st.args[1:])
+    if index is None or axis is None or index.dim() != 0 or index.dtype not in _INTS \
+            or axis.numel() != 1 or int(axis.reshape(())) != 0:
+        return None
+    return int(index)
+
+
+class DimSize:
+    """``GatherV2(Shape(x), index, 0)``: ``x``'s size at ``index`` as a 0-d int tensor."""
+
+    def __init__(self, index: int, dtype: torch.dtype) -> None:
+        self.index, self.dtype = index, dtype
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tensor(x.shape[self.index], dtype=self.dtype)
 
 
 def fuse_reshape_packs(steps: list, graph_outputs: set[int]) -> list:

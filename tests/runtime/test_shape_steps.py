@@ -93,3 +93,43 @@ def test_generated_code_refuses_a_non_scalar_size():
     inputs = [t if t.dim() else torch.tensor([3]) for t in _inputs(loaded, x, w)]
     with pytest.raises(HostExecutionError, match=r"Reshape.*expected 0-d int sizes"):
         model.execute(inputs)
+
+
+def _half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def _sized(x, table):
+    """Rotary on a prompt (the rotary fusion reads cos/sin's size off the sliced table)."""
+    b, s = x.shape[0], x.shape[1]
+    q = x.view(b, s, 2, 4).transpose(1, 2)
+    k = (x * 2).view(b, s, 2, 4).transpose(1, 2)
+    cos, sin = table[:s].cos(), table[:s].sin()
+    return q * cos + _half(q) * sin, k * cos + _half(k) * sin
+
+
+def test_size_of_a_tensor_runs_as_one_step():
+    """GatherV2(Shape(t), i, 0) (a size read off a tensor) is one DimSize step, same
+    results as the two ops for every size."""
+    torch._dynamo.reset()
+    x, table = torch.randn(2, 5, 8), torch.randn(16, 4)
+    torch._dynamo.mark_dynamic(x, 1)
+    with record_graphs() as graphs:
+        torch.compile(_sized, backend="npu")(x, table)
+    ex = graphs[0].executor
+    loaded = ex.device.acl.models[ex.model_id]
+    plain = HostModel(loaded.graph, loaded.allocator, fuse_attention=False)
+    fused = HostModel(loaded.graph, loaded.allocator, fuse_attention=True)
+    gathers = [st for st in plain.steps if st.op.type == "GatherV2"]
+    sized = [st for st in fused.steps if isinstance(st.fn, shape_steps.DimSize)]
+    assert gathers and len(sized) == len(gathers)
+    assert not any(st.op.type == "Shape" for st in fused.steps)
+    for n in (1, 3, 9):
+        x = torch.randn(2, n, 8)
+        ranks = [len(op.output_descs[0].shape) for op in loaded.inputs]
+        inputs = [x if r == 3 else table if r == 2 else torch.tensor(n) for r in ranks]
+        a, b = plain.execute(inputs), fused.execute(inputs)
+        assert len(a) == len(b) and all(torch.equal(p, q) for p, q in zip(a, b))
+        for got, want in zip(b, _sized(x, table)):  # the graph's outputs are [b, s, h, d]
+            torch.testing.assert_close(got, want.transpose(1, 2), rtol=1e-5, atol=1e-6)
