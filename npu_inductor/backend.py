@@ -80,6 +80,9 @@ def _compile_bucketed(gm: torch.fx.GraphModule, example_inputs: list[Any], confi
         return bucket_frames.SizeOneGraph(key, dims, functools.partial(
             _call_without_dynamo, lambda _: _compile(gm, example_inputs, config, dims), ()),
             gm)
+    if bucket_frames.pinned_to_one(dims):  # a graph valid at size 1 only: not padded
+        new_report(dims, "the graph is traced for size 1 only (a guard pins it): exact")
+        return _compile(gm, example_inputs, config, [])
     return bucket_frames.register_general(key, _compile(gm, example_inputs, config, dims))
 
 

@@ -36,6 +36,7 @@ import torch
 import torch.fx.experimental._config as fx_config
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
+from npu_inductor import bucket_tails
 from npu_inductor.bucket_cost import graph_cost
 from npu_inductor.config import NpuConfig
 from npu_inductor.gears import MAX_GEARS as MAX_ATC_GEARS
@@ -525,12 +526,20 @@ class BucketedGraph:
             self.report.eager_calls += 1
             return self.gm(*args)
         padded.update(chosen)
+        tails = self.report.safety.tail_slices
+        kinds = bucket_tails.plan(tails, values) if tails else ()
+        if kinds is None:  # a tail slice longer than the valid size: run unpadded
+            padded = dict(values)
         self._count(values, padded)
-        key = tuple(sorted((str(s), v) for s, v in padded.items()))
+        key = (tuple(sorted((str(s), v) for s, v in padded.items())), kinds)
         call_args = self._pad(args, values, padded)
-        fn = self._gear_model(call_args, padded) or self.cache.get(key)
+        if kinds:
+            values = {**values, **bucket_tails.sizes(tails, kinds, values)}
+            call_args += bucket_tails.indices(tails, kinds, values)
+        fn = (None if tails else self._gear_model(call_args, padded)) or self.cache.get(key)
         if fn is None:
-            fn = self.compile_static(specialize(self.gm, call_args), list(call_args))
+            gm = bucket_tails.rewrite(self.gm, tails, kinds) if kinds else self.gm
+            fn = self.compile_static(specialize(gm, call_args), list(call_args))
             self.cache[key] = fn
             self.report.compiles += 1
         return self._slice(fn(list(call_args)), values, padded)
