@@ -63,13 +63,13 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
 
 
 def _compile(gm: torch.fx.GraphModule, example_inputs: list[Any], config: NpuConfig,
-             dims: list[BucketedDim]) -> Any:
+             dims: list[BucketedDim], refuse: str | None = None) -> Any:
     if not dims:  # training: RMSNorm/rotary/SwiGLU fused with their GE backward ops
         gm = fuse_for_training(gm, example_inputs, config)
     cached = aot_cache.usable(config, bool(dims))
     # freeze_parameters reads the real weights
     with real_inputs(example_inputs), aot_cache.scope(config, cached):
-        return make_aot_backend(config, dims, cached)(gm, example_inputs)
+        return make_aot_backend(config, dims, cached, refuse)(gm, example_inputs)
 
 
 def _compile_bucketed(gm: torch.fx.GraphModule, example_inputs: list[Any], config: NpuConfig,
@@ -81,8 +81,7 @@ def _compile_bucketed(gm: torch.fx.GraphModule, example_inputs: list[Any], confi
             _call_without_dynamo, lambda _: _compile(gm, example_inputs, config, dims), ()),
             gm)
     if bucket_frames.pinned_to_one(dims):  # a graph valid at size 1 only: not padded
-        new_report(dims, "the graph is traced for size 1 only (a guard pins it): exact")
-        return _compile(gm, example_inputs, config, [])
+        return _compile(gm, example_inputs, config, dims, refuse=bucket_frames.PINNED)
     return bucket_frames.register_general(key, _compile(gm, example_inputs, config, dims))
 
 
@@ -129,7 +128,7 @@ def user_errors() -> tuple[type[Exception], ...]:
 
 
 def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None,
-                     aot_cached: bool = False) -> Any:
+                     aot_cached: bool = False, refuse: str | None = None) -> Any:
     """AOTAutograd with our compilers; with bucketed ``dims`` inference graphs go through
     ``BucketedGraph`` (training graphs compile as they are: they are not bucketed).
     ``aot_cached``: the compilers return ``NpuOutputCode`` for AOTAutograd's cache."""
@@ -148,7 +147,7 @@ def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None,
         static = inference
 
         def inference(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-            return BucketedGraph(gm, config, dims, compile_static=static)
+            return BucketedGraph(gm, config, dims, compile_static=static, refuse=refuse)
 
         forward = _not_bucketed(forward, dims)
     return aot_autograd(

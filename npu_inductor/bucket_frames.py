@@ -68,6 +68,9 @@ def _source(node: torch.fx.Node) -> str:
     return grapharg.source.name if grapharg is not None else node.name
 
 
+PINNED = "the graph is traced for size 1 only (a guard pins it)"
+
+
 def pinned_to_one(dims: list[BucketedDim]) -> bool:
     """Does tracing prove a bucketed size equals 1 (a guard ``Eq(s, 1)``)? Such a graph
     holds that 1 in its ops: it must not be padded."""

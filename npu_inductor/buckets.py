@@ -367,8 +367,10 @@ class BucketedGraph:
 
     def __init__(self, aten_gm: torch.fx.GraphModule, config: NpuConfig,
                  dims: list[BucketedDim],
-                 compile_static: Callable[[torch.fx.GraphModule, list], Callable]) -> None:
-        self.gm, self.config, self.dims = aten_gm, config, dims
+                 compile_static: Callable[[torch.fx.GraphModule, list], Callable],
+                 refuse: str | None = None) -> None:
+        """``refuse``: why padding must not be tried (the sizes then compile exactly)."""
+        self.gm, self.config, self.dims, self.refuse = aten_gm, config, dims, refuse
         self.compile_static = compile_static
         self.placeholders = [n for n in aten_gm.graph.nodes if n.op == "placeholder"]
         self.symbols = self._symbol_sources()
@@ -477,6 +479,8 @@ class BucketedGraph:
         return fn
 
     def _safety(self) -> SafetyReport:
+        if self.refuse:
+            return SafetyReport(False, self.refuse)
         if self.config.pad == "trust":
             return SafetyReport(True, "pad='trust'")
         report = analyze(self.gm, {d.symbol for d in self.dims})
