@@ -63,14 +63,14 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
 
 
 def _compile(gm: torch.fx.GraphModule, example_inputs: list[Any], config: NpuConfig,
-             dims: list[BucketedDim]) -> Any:
+             dims: list[BucketedDim], refuse: str | None = None) -> Any:
     cached = aot_cache.usable(config, bool(dims))
     # training: RMSNorm/rotary/SwiGLU fused with their GE backward ops, as AOTAutograd's
     # pre-grad pass (see fuse_in_place)
     fuse = None if dims else functools.partial(fuse_in_place, config=config)
     # freeze_parameters reads the real weights
     with real_inputs(example_inputs), aot_cache.scope(config, cached):
-        return make_aot_backend(config, dims, cached, fuse)(gm, example_inputs)
+        return make_aot_backend(config, dims, cached, fuse, refuse)(gm, example_inputs)
 
 
 def fuse_in_place(gm: torch.fx.GraphModule, example_inputs: list[Any],
@@ -100,6 +100,8 @@ def _compile_bucketed(gm: torch.fx.GraphModule, example_inputs: list[Any], confi
         return bucket_frames.SizeOneGraph(key, dims, functools.partial(
             _call_without_dynamo, lambda _: _compile(gm, example_inputs, config, dims), ()),
             gm)
+    if bucket_frames.pinned_to_one(dims):  # a graph valid at size 1 only: not padded
+        return _compile(gm, example_inputs, config, dims, refuse=bucket_frames.PINNED)
     return bucket_frames.register_general(key, _compile(gm, example_inputs, config, dims))
 
 
@@ -146,7 +148,8 @@ def user_errors() -> tuple[type[Exception], ...]:
 
 
 def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None,
-                     aot_cached: bool = False, pre_grad: Any = None) -> Any:
+                     aot_cached: bool = False, pre_grad: Any = None,
+                     refuse: str | None = None) -> Any:
     """AOTAutograd with our compilers; with bucketed ``dims`` inference graphs go through
     ``BucketedGraph`` (training graphs compile as they are: they are not bucketed).
     ``aot_cached``: the compilers return ``NpuOutputCode`` for AOTAutograd's cache;
@@ -168,7 +171,7 @@ def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None,
         static = inference
 
         def inference(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-            return BucketedGraph(gm, config, dims, compile_static=static)
+            return BucketedGraph(gm, config, dims, compile_static=static, refuse=refuse)
 
         forward = _not_bucketed(forward, dims)
     return aot_autograd(

@@ -68,15 +68,29 @@ def _source(node: torch.fx.Node) -> str:
     return grapharg.source.name if grapharg is not None else node.name
 
 
+PINNED = "the graph is traced for size 1 only (a guard pins it)"
+
+
+def pinned_to_one(dims: list[BucketedDim]) -> bool:
+    """Does tracing prove a bucketed size equals 1 (a guard ``Eq(s, 1)``)? Such a graph
+    holds that 1 in its ops: it must not be padded."""
+    env = _shape_env()
+    return env is not None and any(
+        env._maybe_evaluate_static(sympy.Eq(d.symbol, 1)) == sympy.true for d in dims)
+
+
+def _shape_env() -> Any:
+    context = torch._guards.TracingContext.try_get()
+    if context is None or context.fake_mode is None:
+        return None
+    return context.fake_mode.shape_env
+
+
 def pinned_by_torch(dims: list[BucketedDim]) -> bool:
     """Does tracing prove a bucketed size equals 1, through torch's own code only?"""
-    context = torch._guards.TracingContext.try_get()
-    if context is None or context.fake_mode is None or context.fake_mode.shape_env is None:
+    if not pinned_to_one(dims):
         return False
-    env = context.fake_mode.shape_env
-    symbols = {d.symbol for d in dims}
-    if not any(env._maybe_evaluate_static(sympy.Eq(s, 1)) == sympy.true for s in symbols):
-        return False
+    env, symbols = _shape_env(), {d.symbol for d in dims}
     return all(_in_torch(g.sloc.framework_loc) for g in env.guards
                if g.expr.free_symbols & symbols)
 

@@ -36,6 +36,7 @@ import torch
 import torch.fx.experimental._config as fx_config
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
+from npu_inductor import bucket_tails
 from npu_inductor.bucket_cost import graph_cost
 from npu_inductor.config import NpuConfig
 from npu_inductor.gears import MAX_GEARS as MAX_ATC_GEARS
@@ -366,8 +367,10 @@ class BucketedGraph:
 
     def __init__(self, aten_gm: torch.fx.GraphModule, config: NpuConfig,
                  dims: list[BucketedDim],
-                 compile_static: Callable[[torch.fx.GraphModule, list], Callable]) -> None:
-        self.gm, self.config, self.dims = aten_gm, config, dims
+                 compile_static: Callable[[torch.fx.GraphModule, list], Callable],
+                 refuse: str | None = None) -> None:
+        """``refuse``: why padding must not be tried (the sizes then compile exactly)."""
+        self.gm, self.config, self.dims, self.refuse = aten_gm, config, dims, refuse
         self.compile_static = compile_static
         self.placeholders = [n for n in aten_gm.graph.nodes if n.op == "placeholder"]
         self.symbols = self._symbol_sources()
@@ -476,6 +479,8 @@ class BucketedGraph:
         return fn
 
     def _safety(self) -> SafetyReport:
+        if self.refuse:
+            return SafetyReport(False, self.refuse)
         if self.config.pad == "trust":
             return SafetyReport(True, "pad='trust'")
         report = analyze(self.gm, {d.symbol for d in self.dims})
@@ -525,12 +530,20 @@ class BucketedGraph:
             self.report.eager_calls += 1
             return self.gm(*args)
         padded.update(chosen)
+        tails = self.report.safety.tail_slices
+        kinds = bucket_tails.plan(tails, values) if tails else ()
+        if kinds is None:  # a tail slice longer than the valid size: run unpadded
+            padded = dict(values)
         self._count(values, padded)
-        key = tuple(sorted((str(s), v) for s, v in padded.items()))
+        key = (tuple(sorted((str(s), v) for s, v in padded.items())), kinds)
         call_args = self._pad(args, values, padded)
-        fn = self._gear_model(call_args, padded) or self.cache.get(key)
+        if kinds:
+            values = {**values, **bucket_tails.sizes(tails, kinds, values)}
+            call_args += bucket_tails.indices(tails, kinds, values)
+        fn = (None if tails else self._gear_model(call_args, padded)) or self.cache.get(key)
         if fn is None:
-            fn = self.compile_static(specialize(self.gm, call_args), list(call_args))
+            gm = bucket_tails.rewrite(self.gm, tails, kinds) if kinds else self.gm
+            fn = self.compile_static(specialize(gm, call_args), list(call_args))
             self.cache[key] = fn
             self.report.compiles += 1
         return self._slice(fn(list(call_args)), values, padded)

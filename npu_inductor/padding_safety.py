@@ -41,10 +41,23 @@ ZERO, ANY = "zero", "any"
 
 
 @dataclass(frozen=True)
+class TailSlice:
+    """``x[..., -k:]`` along a padded dim by an int input ``k`` (transformers'
+    ``logits_to_keep``): proven exact once rewritten per call (``bucket_tails``)."""
+
+    node: str  # the slice node of the symbolic graph
+    dim: int
+    keep: sympy.Symbol  # k's symbol (an int input of the graph)
+    size: sympy.Symbol  # the slice's (unbacked) size symbol
+    padded: sympy.Symbol  # the bucketed symbol of the sliced dim
+
+
+@dataclass(frozen=True)
 class SafetyReport:
     safe: bool
     reason: str = ""
     node: str = ""
+    tail_slices: tuple[TailSlice, ...] = ()
 
     def __str__(self) -> str:
         return "padding is exact" if self.safe else f"not proven at {self.node}: {self.reason}"
@@ -120,6 +133,7 @@ class _Analysis:
         self.symbols = symbols
         self.tail: dict[torch.fx.Node, str] = {}
         self.zero_inputs = zero_inputs
+        self.tail_slices: list[TailSlice] = []
         # per-dim constants of the tails (attention masks): padding_masks.py
         self.known = KnownTails(self.padded, lambda n: self.tail_of(n) == ZERO)
 
@@ -291,13 +305,39 @@ class _Analysis:
         if _free(start) & self.symbols or (node.target is aten.select.int):
             return self._fail(node, "indexes a padded dim relative to its size")
         if not _nonnegative(start):  # x[:, -1:], x[:, -k:]: the padded tail's last rows
-            return self._fail(node, "slices a padded dim from its end")
+            return self._tail_slice(node, dim, start) or self._fail(
+                node, "slices a padded dim from its end")
         end = _value(node.args[3]) if len(node.args) > 3 else None
         if node.target is aten.slice.Tensor and not self._prefix_end(end):
             return self._fail(node, f"slices a padded dim up to {end}, not its valid end")
         if node.target is aten.slice.Tensor and len(node.args) > 4 and node.args[4] != 1:
             return self._fail(node, "strided slice along a padded dim")
         return tails[0] or ANY
+
+    def _tail_slice(self, node: torch.fx.Node, dim: int, start: Any) -> str | None:
+        """``x[:, -k:]`` with ``k`` an int input: each call rewrites it (``bucket_tails``):
+        k = 0 keeps the whole dim (a padded dim, sliced back to n), 1 <= k <= n gathers rows
+        n-k .. n-1 (all valid) by an index input; other k compile exactly. The slice's size
+        symbol becomes a padded symbol here (conservative for the gather: its k rows are
+        all valid), and an output dim ``size + c`` is sliced back."""
+        end = _value(node.args[3]) if len(node.args) > 3 else None
+        size = node.meta["val"].shape[dim]
+        keep = -_expr(start) if isinstance(start, torch.SymInt) else None
+        if node.target is not aten.slice.Tensor or (len(node.args) > 4 and node.args[4] != 1):
+            return None
+        if keep is None or not keep.is_Symbol or keep in self.symbols or not (
+                end is None or (isinstance(end, int) and end >= 2 ** 62)):
+            return None
+        if not (isinstance(size, torch.SymInt) and free_unbacked_symbols(size)
+                and _expr(size).is_Symbol):
+            return None
+        src_size = _expr(node.args[0].meta["val"].shape[dim])
+        padded = next(x for x in self.symbols if x in src_size.free_symbols)
+        if src_size != padded:
+            return None  # the rewrite gathers rows n-k .. n-1 of a dim of size exactly n
+        self.tail_slices.append(TailSlice(node.name, dim, keep, _expr(size), padded))
+        self.symbols.add(_expr(size))
+        return ANY
 
     def _prefix_end(self, end: Any) -> bool:
         """The end of a slice that keeps a prefix of the valid region: the whole dim
@@ -339,7 +379,7 @@ def _nonnegative(start: Any) -> bool:
     return isinstance(start, torch.SymInt) and bool(_expr(start).is_nonnegative)
 
 
-def check_outputs(gm: torch.fx.GraphModule, symbols: set) -> None:
+def check_outputs(gm: torch.fx.GraphModule, symbols: set, tails: set = frozenset()) -> None:
     """Each padded output dim must be ``s + c`` (sliceable back to the valid region), and
     no output size may depend on data (an unbacked size: slicing back cannot compute it)."""
     out = next(n for n in gm.graph.nodes if n.op == "output")
@@ -348,7 +388,7 @@ def check_outputs(gm: torch.fx.GraphModule, symbols: set) -> None:
         if not isinstance(val, torch.Tensor):
             continue
         for size in val.shape:
-            if free_unbacked_symbols(size):
+            if free_unbacked_symbols(size) - tails:
                 raise UnsafePadding(node, f"output size {size} depends on data, so slicing "
                                           "cannot recover it")
             if _free(size) & symbols and not prefix_dim(_expr(size), symbols):
@@ -375,9 +415,10 @@ def _flatten(x: Any) -> list:
 
 def analyze(gm: torch.fx.GraphModule, symbols: set) -> SafetyReport:
     """Prove (or not) that zero-padding ``symbols``' dims keeps ``gm``'s valid region exact."""
+    analysis = _Analysis(set(symbols))
     try:
-        _Analysis(symbols).run(gm)
-        check_outputs(gm, symbols)
+        analysis.run(gm)
+        check_outputs(gm, analysis.symbols, {t.size for t in analysis.tail_slices})
     except UnsafePadding as e:
         return SafetyReport(False, e.reason, e.node_name)
-    return SafetyReport(True)
+    return SafetyReport(True, tail_slices=tuple(analysis.tail_slices))

@@ -196,3 +196,30 @@ def test_stack_is_proven_and_keeps_a_zero_tail():
             x, y = torch.randn(3, n), torch.randn(3, n)
             torch.testing.assert_close(compiled(x, y), f(x, y))
     assert buckets.REPORTS[-1].safety.safe and len(graphs) == 1
+
+
+# ---- slices from the end by an int input (transformers' logits_to_keep) -----------------
+
+@pytest.mark.parametrize("keep", [1, 0])
+def test_transformers_llama_prefill_logits_to_keep_buckets(keep):
+    """``hidden[:, -logits_to_keep:]``: 1 (what generate() passes) gathers rows n-1 of the
+    padded hidden states, 0 keeps the whole (padded, sliced back) dim; both bucket."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1,
+                                   num_attention_heads=4, num_key_value_heads=2,
+                                   intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    compiled = torch.compile(model.forward, backend="npu", dynamic=True,
+                             options={"shape_buckets": {"input_ids": {1: [8, 16]}}})
+    with torch.no_grad(), record_graphs() as graphs, fx_config.patch(backed_size_oblivious=True):
+        for n in (3, 5, 8, 11, 16):
+            ids = torch.randint(1, 100, (1, n))
+            kw = {"attention_mask": torch.ones_like(ids), "logits_to_keep": keep}  # as generate()
+            out = compiled(input_ids=ids, **kw).logits
+            ref = model(input_ids=ids, **kw).logits
+            assert out.shape == ref.shape == (1, keep or n, 100)
+            torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    report = buckets.REPORTS[-1]
+    assert report.safety.safe and report.safety.tail_slices, report.safety
+    assert len(graphs) == report.compiles == 2
