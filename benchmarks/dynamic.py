@@ -11,7 +11,9 @@ Per variant (eager, exact static shapes: one compile per new length; symbolic sh
 * warm passes: eager and the variant interleaved request by request, repeated until the
   variant ran ``--passes`` passes and ``--warm-s`` CPU seconds; ``steady_speedup`` is the
   median over passes of eager's time / the variant's, ``steady_ms`` its median pass per
-  request; ``compile_cpu`` = cold passes - as many median warm passes.
+  request;
+* ``compile_cpu``: the process's CPU time inside the compiles themselves (Dynamo's frame
+  compiles and npu_inductor's at call time, ``measure.compile_clock``).
 
 Figures are CPU time of the process (``time.process_time``; with ``--threads 1`` a
 competing load barely changes it), the ``*_wall``/``total_time``/``compile_time`` fields
@@ -24,13 +26,11 @@ from __future__ import annotations
 
 import copy
 import random
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.fx.experimental._config as fx_config
 from torch import nn
 
 from npu_inductor import buckets as bucket_reports
@@ -39,11 +39,13 @@ from npu_inductor.benchmarks.measure import (
     Times,
     Warm,
     judge,
-    median_ratio,
-    recording,
+    median_pass,
+    ratios,
+    select_names,
     stream_passes,
     tensors,
     timed,
+    variant_run,
 )
 from npu_inductor.benchmarks.report import cell
 from npu_inductor.benchmarks.results import Row, ratio
@@ -122,8 +124,8 @@ def measure_stream(model: nn.Module, fn: Callable[..., Any], requests: list, row
                    warm: Warm, compiles: Callable[[], int],
                    eager_log: list[Times]) -> list[list[torch.Tensor]]:
     """Cold passes (compiles) then warm passes; fills the row's times, appends eager's
-    warm passes to ``eager_log``, returns the first pass's outputs. Ratios and ``compile``
-    figures are CPU time, ``*_wall`` wall time."""
+    warm passes to ``eager_log``, returns the first pass's outputs. Ratios are CPU time,
+    ``*_wall`` wall time."""
     outs: list[list[list[torch.Tensor]]] = []
     cold, passes = stream_passes(lambda: _cold_pass(fn, requests, outs),
                                  lambda i: _warm_pass(model, fn, requests, i),
@@ -131,21 +133,16 @@ def measure_stream(model: nn.Module, fn: Callable[..., Any], requests: list, row
     graph, eager = [p[0] for p in passes], [p[1] for p in passes]
     eager_log += eager
     row.total_cpu, row.total_time = cold[0].cpu, cold[0].wall
-    steady = _steady(row, graph, len(requests))
-    row.compile_cpu = sum(c.cpu for c in cold) - len(cold) * steady.cpu
-    row.compile_time = sum(c.wall for c in cold) - len(cold) * steady.wall
-    row.steady_speedup = median_ratio([e.cpu for e in eager], [g.cpu for g in graph])
-    row.steady_speedup_wall = median_ratio([e.wall for e in eager], [g.wall for g in graph])
+    _steady(row, graph, len(requests))
+    vs = ratios(eager, graph)
+    row.steady_speedup, row.steady_speedup_wall = vs.cpu, vs.wall
     return outs[0]
 
 
-def _steady(row: Row, passes: list[Times], requests: int) -> Times:
-    """The median warm pass (CPU and wall); fills the row's per-request and pass figures."""
-    steady = Times(statistics.median(p.cpu for p in passes),
-                   statistics.median(p.wall for p in passes))
-    row.steady_ms = steady.cpu / requests * 1e3
+def _steady(row: Row, passes: list[Times], requests: int) -> None:
+    """Fills the row's per-request figure (median warm pass) and pass counts."""
+    row.steady_ms = median_pass(passes).cpu / requests * 1e3
     row.warm_passes, row.warm_cpu = len(passes), sum(p.cpu for p in passes)
-    return steady
 
 
 def _accuracy(outs: list, eager: list, ref: list, dtype: torch.dtype) -> Accuracy:
@@ -167,15 +164,10 @@ def run_variant(v: Variant, model: nn.Module, requests: list, eager: list | None
     variants (``eager_log``)."""
     row = Row(MODEL, "dynamic", v.name, "float32", BATCH, requests=len(requests),
               threads=torch.get_num_threads())
-    torch._dynamo.reset()
     first_report = len(bucket_reports.REPORTS)
     try:
-        # one Dynamo graph for every length, 1 included (no size-1 specialization)
-        with recording() as rec, torch._dynamo.config.patch(recompile_limit=len(requests) + 1), \
-                fx_config.patch(backed_size_oblivious=v.name != "npu_exact"):
-            # Compiles = FX graphs npu_inductor compiled (each may hold several GE partitions).
-            count = (lambda: len(rec.reports)) if rec.reports_available else \
-                (lambda: len(rec.graphs))
+        with variant_run(v.name == "npu_exact", len(requests) + 1) as (rec, clock):
+            count = rec.compiles
             if v.wrap is None:
                 firsts: list[list] = []
                 cold = _cold_pass(model, requests, firsts)
@@ -189,6 +181,8 @@ def run_variant(v: Variant, model: nn.Module, requests: list, eager: list | None
     acc = _accuracy(outs, outs if eager is None else eager, ref, settings.dtype)
     row.accuracy, row.max_abs_err, row.max_rel_err = acc.status, acc.max_abs_err, acc.max_rel_err
     row.compiles, row.ge_graphs = count(), len(rec.graphs) if v.wrap else None
+    if v.wrap is not None:
+        row.compile_cpu, row.compile_time = clock.cpu, clock.wall
     row.padding_overhead = _padding(v, row, requests, bucket_reports.REPORTS[first_report:])
     return row, outs
 
@@ -207,18 +201,6 @@ def _padding(v: Variant, row: Row, requests: list, reports: list) -> float | Non
     return None
 
 
-def select(all_variants: list[Variant], names: list[str] | None) -> list[Variant]:
-    """Eager and the named variants (``exact`` or ``npu_exact``; None: all), in order."""
-    if not names:
-        return all_variants
-    wanted = {n if n.startswith("npu_") or n == "eager" else f"npu_{n}" for n in names}
-    unknown = wanted - {v.name for v in all_variants}
-    if unknown:
-        raise SystemExit(f"npu-bench: unknown --variants {sorted(unknown)}; choose from "
-                         f"{[v.name for v in all_variants]}")
-    return [v for v in all_variants if v.name == "eager" or v.name in wanted]
-
-
 def run_dynamic(requests: int, max_len: int, settings: Settings,
                 progress: Progress = lambda s: None, names: list[str] | None = None,
                 warm: Warm = Warm()) -> list[Row]:
@@ -234,7 +216,9 @@ def run_dynamic(requests: int, max_len: int, settings: Settings,
     rows: list[Row] = []
     eager: list | None = None
     eager_log: list[Times] = []
-    for v in select(variants(max_len), names):
+    every = variants(max_len)
+    chosen = select_names([v.name for v in every], names)
+    for v in (v for v in every if v.name in chosen):
         progress(f"{MODEL}/dynamic: {v.name} over {requests} requests")
         row, outs = run_variant(v, model, reqs, eager, ref, settings, warm, eager_log)
         eager = outs if v.wrap is None else eager
@@ -264,8 +248,8 @@ def format_table(rows: list[Row]) -> str:
         return ""
     first = rows[0]
     lines = [f"dynamic {MODEL}: {first.requests} requests, batch {BATCH}, {first.threads} "
-             "threads; cold = first pass (compiles included), compile = cold passes minus "
-             "steady passes, steady = median over warm passes (eager interleaved)", "",
+             "threads; cold = first pass (compiles included), compile = time inside the "
+             "compiles, steady = median over warm passes (eager interleaved)", "",
              "| " + " | ".join(h for _, h, _ in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(cell(r, c, f) for c, _, f in COLUMNS) + " |" for r in rows]
     lines += [f"{r.backend}: {r.error}" for r in rows if r.error]

@@ -15,12 +15,13 @@ allocator and process RSS is dominated by compiler state, hence this method.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -82,9 +83,6 @@ class Times:
     cpu: float = 0.0
     wall: float = 0.0
 
-    def __add__(self, other: Times) -> Times:
-        return Times(self.cpu + other.cpu, self.wall + other.wall)
-
     def __sub__(self, other: Times) -> Times:
         return Times(self.cpu - other.cpu, self.wall - other.wall)
 
@@ -145,6 +143,78 @@ def median_ratio(num: list[float], den: list[float]) -> float:
     if not num or len(num) != len(den):
         raise ValueError(f"median_ratio needs equal, non-empty lists ({len(num)}, {len(den)})")
     return statistics.median(n / d for n, d in zip(num, den))
+
+
+def median_pass(passes: list[Times]) -> Times:
+    """The median of the passes' CPU times and, apart, of their wall times."""
+    return Times(statistics.median(p.cpu for p in passes),
+                 statistics.median(p.wall for p in passes))
+
+
+def ratios(num: list[Times], den: list[Times]) -> Times:
+    """``median_ratio`` of CPU times and, apart, of wall times (e.g. eager's / a variant's)."""
+    return Times(median_ratio([n.cpu for n in num], [d.cpu for d in den]),
+                 median_ratio([n.wall for n in num], [d.wall for d in den]))
+
+
+def select_names(available: Sequence[str], names: list[str] | None) -> list[str]:
+    """Eager and the named variants of a stream (``exact`` or ``npu_exact``; None: all), in
+    ``available``'s order."""
+    if not names:
+        return list(available)
+    wanted = {n if n.startswith("npu_") or n == "eager" else f"npu_{n}" for n in names}
+    unknown = wanted - set(available)
+    if unknown:
+        raise SystemExit(f"npu-bench: unknown --variants {sorted(unknown)}; choose from "
+                         f"{list(available)}")
+    return [v for v in available if v == "eager" or v in wanted]
+
+
+@contextlib.contextmanager
+def compile_clock() -> Iterator[Times]:
+    """CPU and wall seconds the process spends compiling inside the block, measured around
+    the compiles themselves: Dynamo's frame compiles (tracing, AOTAutograd, our backend) and
+    npu_inductor's compiles at call time (a bucket's static graph, ``shape_buckets="auto"``
+    after its eager calls). Nested compiles count once."""
+    from torch._dynamo.callback import callback_handler
+
+    from npu_inductor import backend
+
+    total, depth, start = Times(), [0], [Times()]
+
+    def enter(*_: Any) -> None:
+        depth[0] += 1
+        if depth[0] == 1:
+            start[0] = now()
+
+    def leave(*_: Any) -> None:
+        depth[0] -= 1
+        if depth[0] == 0:
+            spent = now() - start[0]
+            total.cpu, total.wall = total.cpu + spent.cpu, total.wall + spent.wall
+
+    def counted(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            enter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                leave()
+        return run
+
+    originals = {name: getattr(backend, name) for name in ("_compile", "compile_fx_graph")}
+    callback_handler.register_start_callback(enter)
+    callback_handler.register_end_callback(leave)
+    for name, fn in originals.items():
+        setattr(backend, name, counted(fn))
+    try:
+        yield total
+    finally:
+        for name, fn in originals.items():
+            setattr(backend, name, fn)
+        callback_handler.remove_start_callback(enter)
+        callback_handler.remove_end_callback(leave)
 
 
 def _memory_events(prof: profile) -> list[tuple[int, int]]:
@@ -301,6 +371,10 @@ class Recorded:
     reports: list[Any] = field(default_factory=list)
     reports_available: bool = False
 
+    def compiles(self) -> int:
+        """FX graphs npu_inductor compiled (each may hold several GE partitions)."""
+        return len(self.reports) if self.reports_available else len(self.graphs)
+
 
 @contextlib.contextmanager
 def recording() -> Iterator[Recorded]:
@@ -318,6 +392,21 @@ def recording() -> Iterator[Recorded]:
     finally:
         for registry, hook in hooks:
             registry.remove(hook)
+
+
+@contextlib.contextmanager
+def variant_run(exact: bool, recompile_limit: int) -> Iterator[tuple[Recorded, Times]]:
+    """One stream variant's scope: a fresh Dynamo and a collected heap, npu_inductor's
+    compiles recorded and timed (``compile_clock``). Every size is a new Dynamo frame only
+    when ``exact``; elsewhere size 1 stays symbolic (one graph for every length)."""
+    import torch.fx.experimental._config as fx_config
+
+    torch._dynamo.reset()
+    gc.collect()  # a collection the previous variant left due would land in this one's times
+    with recording() as rec, compile_clock() as clock, \
+            torch._dynamo.config.patch(recompile_limit=recompile_limit), \
+            fx_config.patch(backed_size_oblivious=not exact):
+        yield rec, clock
 
 
 @contextlib.contextmanager

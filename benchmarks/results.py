@@ -63,10 +63,10 @@ class Row:
     compiles: int | None = None  # dynamic stream: GE graph compiles
     padding_overhead: float | None = None  # dynamic stream: padded / real elements - 1
     steady_speedup: float | None = None  # dynamic stream, after compiles: eager / this (CPU)
-    compile_time: float | None = None  # s wall, dynamic stream: cold passes - steady passes
+    compile_time: float | None = None  # s wall, dynamic stream: inside the compiles
     # dynamic stream, CPU time (time.process_time; reproduces under load with --threads 1)
     total_cpu: float | None = None  # s, first pass, compiles included
-    compile_cpu: float | None = None  # s, cold passes - as many steady passes
+    compile_cpu: float | None = None  # s CPU, dynamic stream: inside the compiles
     steady_ms: float | None = None  # ms per request, median warm pass
     steady_speedup_wall: float | None = None  # steady_speedup from wall time
     warm_passes: int | None = None  # warm passes measured (median taken)

@@ -6,10 +6,15 @@
 Each variant serves the same seeded stream, batch 1, greedy: the first pass (``cold``)
 includes every compile (a later pass that still compiles counts as cold too), then warm
 passes, eager and the variant interleaved request by request, until the variant ran
-``--passes`` passes and ``--warm-s`` CPU seconds: ``tok/s``, ``TTFT`` (median time to the
-first token) and ``vs eager`` (median over passes of eager's time / the variant's) come
-from them. Figures are CPU time of the process (``time.process_time``: with ``--threads
-1`` a competing load barely changes it), and the same in wall time beside them. Variants
+``--passes`` passes and ``--warm-s`` CPU seconds. ``vs eager`` is the median over these
+passes of eager's time / the variant's; ``tok/s`` and ``TTFT`` (time to the first token)
+are eager's over the whole run (its passes beside every variant) times the variant's ratio
+to eager within its own passes (``vs eager``; for TTFT the median over requests of the
+variant's / eager's): a load that changes between variants moves both sides of a ratio,
+so these reproduce where a variant's own median (``own`` columns) does not. ``compile cpu
+s`` is the process's CPU time inside the compiles (``measure.compile_clock``). Figures are
+CPU time of the process (``time.process_time``: with ``--threads 1`` a competing load
+barely changes it), and the same in wall time beside them. Variants
 (``--variants`` picks): eager (its warm figures: its passes interleaved with the
 variants, ``vs eager`` 1 by definition), exact static shapes (``dynamic=False``: a compile
 per new prompt length and per cache length), symbolic shapes (``dynamic=True``),
@@ -30,13 +35,11 @@ from __future__ import annotations
 
 import copy
 import random
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.fx.experimental._config as fx_config
 from torch import nn
 
 from npu_inductor import buckets as bucket_reports
@@ -44,11 +47,14 @@ from npu_inductor.benchmarks.dynamic import pow2_buckets
 from npu_inductor.benchmarks.measure import (
     Times,
     Warm,
+    median_pass,
     median_ratio,
     now,
-    recording,
+    ratios,
+    select_names,
     stream_passes,
     timed,
+    variant_run,
 )
 from npu_inductor.benchmarks.runner import _error_text
 from npu_inductor.benchmarks.zoo import Llama, LlamaDecode
@@ -74,12 +80,15 @@ class ServeRow:
     tokens: int = 0  # generated per pass
     cold_cpu: float | None = None  # s, first pass, compiles included
     cold_s: float | None = None  # same, wall
-    compile_cpu: float | None = None  # s, cold passes - as many median warm passes
+    compile_cpu: float | None = None  # s, inside the compiles (measure.compile_clock)
     compile_s: float | None = None  # same, wall
-    tok_per_s: float | None = None  # tokens / median warm pass CPU s
-    tok_per_s_wall: float | None = None
-    ttft_ms: float | None = None  # median CPU ms to the first token, warm passes
+    tok_per_s: float | None = None  # eager's tok/s over the run * vs_eager (CPU)
+    tok_per_s_own: float | None = None  # tokens / this variant's median warm pass (CPU)
+    tok_per_s_wall: float | None = None  # tokens / median warm pass, wall
+    ttft_ms: float | None = None  # eager's TTFT over the run * ttft_vs_eager (CPU ms)
+    ttft_ms_own: float | None = None  # median CPU ms to the first token, own warm passes
     ttft_ms_wall: float | None = None
+    ttft_vs_eager: float | None = None  # median over warm requests of this TTFT / eager's
     vs_eager: float | None = None  # median over warm passes of eager / this (CPU)
     vs_eager_wall: float | None = None
     warm_passes: int | None = None
@@ -239,23 +248,33 @@ def measure(row: ServeRow, eager: Generate, generate: Generate, reqs: list[Reque
     mine, theirs = [p[0] for p in passes], [p[1] for p in passes]
     eager_log += [(p[1], p[3]) for p in passes]
     row.outputs, row.cold_cpu, row.cold_s = outs[0], cold[0].cpu, cold[0].wall
-    steady = _warm_figures(row, mine, [t for p in passes for t in p[2]])
-    row.compile_cpu = sum(c.cpu for c in cold) - len(cold) * steady.cpu
-    row.compile_s = sum(c.wall for c in cold) - len(cold) * steady.wall
-    row.vs_eager = median_ratio([e.cpu for e in theirs], [p.cpu for p in mine])
-    row.vs_eager_wall = median_ratio([e.wall for e in theirs], [p.wall for p in mine])
+    _warm_figures(row, mine, [t for p in passes for t in p[2]])
+    vs = ratios(theirs, mine)
+    row.vs_eager, row.vs_eager_wall = vs.cpu, vs.wall
+    row.ttft_vs_eager = median_ratio([t.cpu for p in passes for t in p[2]],
+                                     [t.cpu for p in passes for t in p[3]])
 
 
-def _warm_figures(row: ServeRow, passes: list[Times], ttfts: list[Times]) -> Times:
-    """tok/s from the median warm pass, TTFT the median over requests; returns the median
-    pass."""
-    steady = Times(statistics.median(p.cpu for p in passes),
-                   statistics.median(p.wall for p in passes))
+def _warm_figures(row: ServeRow, passes: list[Times], ttfts: list[Times]) -> None:
+    """The row's own figures: tok/s from its median warm pass, TTFT the median over its
+    warm requests."""
+    steady = median_pass(passes)
     row.warm_passes = len(passes)
-    row.tok_per_s, row.tok_per_s_wall = row.tokens / steady.cpu, row.tokens / steady.wall
-    row.ttft_ms = statistics.median(t.cpu for t in ttfts) * 1e3
-    row.ttft_ms_wall = statistics.median(t.wall for t in ttfts) * 1e3
-    return steady
+    row.tok_per_s_own, row.tok_per_s_wall = row.tokens / steady.cpu, row.tokens / steady.wall
+    ttft = median_pass(ttfts)
+    row.ttft_ms_own, row.ttft_ms_wall = ttft.cpu * 1e3, ttft.wall * 1e3
+
+
+def scale_to_eager(rows: list[ServeRow]) -> None:
+    """tok/s and TTFT: eager's (``rows[0]``, over the whole run) times each variant's ratio
+    to eager within its own passes."""
+    base = rows[0]
+    base.tok_per_s, base.ttft_ms = base.tok_per_s_own, base.ttft_ms_own
+    base.vs_eager = base.vs_eager_wall = base.ttft_vs_eager = 1.0
+    for row in rows[1:]:
+        if row.vs_eager is not None and base.tok_per_s is not None:
+            row.tok_per_s = base.tok_per_s * row.vs_eager
+            row.ttft_ms = base.ttft_ms * row.ttft_vs_eager
 
 
 def run_one(model_name: str, make: Callable[[str], Generate], variant: str,
@@ -264,24 +283,20 @@ def run_one(model_name: str, make: Callable[[str], Generate], variant: str,
     with the variants, ``eager_log``)."""
     row = ServeRow(model_name, variant, len(reqs), sum(r.new_tokens for r in reqs),
                    threads=torch.get_num_threads())
-    torch._dynamo.reset()
     first_report = len(bucket_reports.REPORTS)
     try:
-        # every size is a new Dynamo frame only for npu_exact; size 1 stays symbolic
-        with recording() as rec, torch._dynamo.config.patch(recompile_limit=10_000), \
-                fx_config.patch(backed_size_oblivious=variant != "npu_exact"):
-            count = (lambda: len(rec.reports)) if rec.reports_available else \
-                (lambda: len(rec.graphs))
+        with variant_run(variant == "npu_exact", 10_000) as (rec, clock):
             if variant == "eager":
                 firsts: list[list] = []
                 cold = _cold_pass(eager, reqs, firsts)
                 row.outputs, row.cold_cpu, row.cold_s = firsts[0], cold.cpu, cold.wall
             else:
-                measure(row, eager, make(variant), reqs, warm, count, eager_log)
+                measure(row, eager, make(variant), reqs, warm, rec.compiles, eager_log)
+                row.compile_cpu, row.compile_s = clock.cpu, clock.wall
     except Exception as e:  # noqa: BLE001 - a variant that cannot run yet is a result
         row.error = _error_text(e)
         return row
-    row.compiles = count()
+    row.compiles = rec.compiles()
     reports = bucket_reports.REPORTS[first_report:]
     real = sum(r.real_elements for r in reports if not r.exact_reasons)
     padded = sum(r.padded_elements for r in reports if not r.exact_reasons)
@@ -310,12 +325,12 @@ def run_serve(hf: bool, requests: int, max_len: int, max_new: int, seed: int,
     reqs = stream(requests, max_len, max_new, seed)
     eager, eager_log = make("eager"), []
     rows: list[ServeRow] = []
-    for variant in select(names):
+    for variant in select_names(VARIANTS, names):
         progress(f"{name}/serve: {variant} over {requests} requests")
         rows.append(run_one(name, make, variant, reqs, eager, warm, eager_log))
     if eager_log:  # eager's warm passes: every one interleaved with a variant
         _warm_figures(rows[0], [p for p, _ in eager_log], [t for _, ts in eager_log for t in ts])
-        rows[0].vs_eager = rows[0].vs_eager_wall = 1.0
+        scale_to_eager(rows)
     for row in rows:
         if row.outputs and rows[0].outputs:
             same = sum(torch.equal(a, b) for a, b in zip(row.outputs, rows[0].outputs))
@@ -323,24 +338,13 @@ def run_serve(hf: bool, requests: int, max_len: int, max_new: int, seed: int,
     return rows
 
 
-def select(names: list[str] | None) -> list[str]:
-    """Eager and the named variants (``exact`` or ``npu_exact``; None: all), in order."""
-    if not names:
-        return list(VARIANTS)
-    wanted = {n if n.startswith("npu_") or n == "eager" else f"npu_{n}" for n in names}
-    unknown = wanted - set(VARIANTS)
-    if unknown:
-        raise SystemExit(f"npu-bench: unknown --variants {sorted(unknown)}; choose from "
-                         f"{list(VARIANTS)}")
-    return [v for v in VARIANTS if v == "eager" or v in wanted]
-
-
 # (field, header, format): CPU-time figures first (they reproduce under load), wall after
 COLUMNS = (("variant", "variant", "{}"), ("compiles", "compiles", "{}"),
            ("cold_cpu", "cold cpu s", "{:.2f}"), ("compile_cpu", "compile cpu s", "{:.2f}"),
            ("tok_per_s", "tok/s (cpu)", "{:.1f}"), ("ttft_ms", "TTFT cpu ms", "{:.2f}"),
            ("vs_eager", "vs eager (cpu)", "{:.2f}x"), ("padding_overhead", "padding", "{:.1%}"),
-           ("match", "tokens = eager", "{}"), ("cold_s", "cold wall s", "{:.2f}"),
+           ("match", "tokens = eager", "{}"), ("tok_per_s_own", "own tok/s (cpu)", "{:.1f}"),
+           ("ttft_ms_own", "own TTFT cpu ms", "{:.2f}"), ("cold_s", "cold wall s", "{:.2f}"),
            ("tok_per_s_wall", "tok/s (wall)", "{:.1f}"), ("ttft_ms_wall", "TTFT wall ms", "{:.2f}"),
            ("vs_eager_wall", "vs eager (wall)", "{:.2f}x"), ("warm_passes", "warm passes", "{}"))
 
@@ -353,8 +357,9 @@ def format_table(rows: list[ServeRow]) -> str:
         first = mine[0]
         lines += [f"serve {model}: {first.requests} requests, {first.tokens} new tokens per "
                   f"pass, batch 1, greedy, {first.threads} threads; cold = first pass "
-                  "(compiles included), compile = cold passes minus warm passes, warm = "
-                  "median over passes (eager interleaved)", "",
+                  "(compiles included), compile = time inside the compiles; tok/s and TTFT "
+                  "= eager's over the run x the variant's ratio to eager in its warm passes "
+                  "(eager interleaved; own = the variant's own median)", "",
                   "| " + " | ".join(h for _, h, _ in COLUMNS) + " |",
                   "|" + "---|" * len(COLUMNS)]
         for r in mine:

@@ -3,7 +3,9 @@ what a cold compile of the same model stored (``npu-bench``'s ``compilation_late
 
     python -m npu_inductor.benchmarks.warm '{"model": "bert", "mode": "training", ...}'
 
-prints one JSON line: ``warm_s`` and the cache counters. One-time imports are primed with a
+prints one JSON line: ``warm_s``, ``warm_cpu_s`` (the process's CPU time over the same
+span: on a shared machine, load stretches wall time far more than CPU time) and the cache
+counters. One-time imports are primed with a
 tiny model first, as for the cold measurement.
 
 With ``"empty_cache": true`` the process gets empty npu_inductor and torch cache folders and
@@ -21,7 +23,7 @@ model (the optimizer step still goes through ``torch.compile``).
         [--precompile]
 
 prints a JSON row per model and mode: median cold (npu, aot_eager) and warm of 3 fresh
-processes each, interleaved (``compare``).
+processes each, interleaved (``compare``), in wall time and in CPU time (``cpu_*``).
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ def spec(model: str, mode: str, settings: Any, options: dict[str, Any]) -> dict[
 
 def measure_in_fresh_process(job: dict[str, Any], timeout: float = 900,
                               cache_dir: str | None = None) -> tuple[float, dict]:
+    return measure_in_fresh_process_cpu(job, timeout, cache_dir)[::2]
+
+
+def measure_in_fresh_process_cpu(job: dict[str, Any], timeout: float = 900,
+                                  cache_dir: str | None = None) -> tuple[float, float, dict]:
     """Run ``main`` in a new interpreter (same environment: same cache folder; empty ones of
     its own with ``job["empty_cache"]``; ``cache_dir``: both caches under that folder)."""
     env, folders = dict(os.environ), []
@@ -71,7 +78,7 @@ def measure_in_fresh_process(job: dict[str, Any], timeout: float = 900,
     if done.returncode != 0:
         raise RuntimeError(f"warm process failed: {done.stderr.strip()[-600:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    return result["warm_s"], result["counters"]
+    return result["warm_s"], result["warm_cpu_s"], result["counters"]
 
 
 def compare(models: list[str], modes: list[str], reps: int = 3, precompile: bool = False,
@@ -89,6 +96,7 @@ def compare(models: list[str], modes: list[str], reps: int = 3, precompile: bool
                 continue
             base = spec(model, mode, Settings(precompile=precompile), options or {})
             times: dict[str, list[float]] = {"aot_eager": [], "cold": [], "warm": []}
+            cpu: dict[str, list[float]] = {k: [] for k in times}
             loads, warm_counters = [], {}
             with tempfile.TemporaryDirectory(prefix="npu_bench_warm_") as filled:
                 for i in range(reps):
@@ -99,14 +107,21 @@ def compare(models: list[str], modes: list[str], reps: int = 3, precompile: bool
                     for name, job, folder in (runs if i % 2 == 0 else
                                               [runs[1], runs[0], runs[2]]):
                         loads.append(os.getloadavg()[0])
-                        seconds, counters = measure_in_fresh_process(job, cache_dir=folder)
+                        seconds, cpu_s, counters = measure_in_fresh_process_cpu(
+                            job, cache_dir=folder)
                         times[name].append(seconds)
+                        cpu[name].append(cpu_s)
                         if name == "warm":
                             warm_counters = counters
             med = {k: statistics.median(v) for k, v in times.items()}
+            cpu_med = {k: statistics.median(v) for k, v in cpu.items()}
             yield {"model": model, "mode": mode, "precompile": precompile, "samples": times,
                    "median": med, "cold_vs_aot_eager": med["cold"] / med["aot_eager"],
-                   "warm_vs_cold": med["warm"] / med["cold"], "warm_counters": warm_counters,
+                   "warm_vs_cold": med["warm"] / med["cold"], "cpu_samples": cpu,
+                   "cpu_median": cpu_med,
+                   "cpu_cold_vs_aot_eager": cpu_med["cold"] / cpu_med["aot_eager"],
+                   "cpu_warm_vs_cold": cpu_med["warm"] / cpu_med["cold"],
+                   "warm_counters": warm_counters,
                    "load": [round(min(loads), 1), round(max(loads), 1)]}
 
 
@@ -157,12 +172,12 @@ def main(argv: list[str] | None = None) -> int:
     COUNTERS.clear()
     model = case.model
     opt = torch.optim.SGD(model.parameters(), lr=settings.lr) if case.train else None
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     # as the cold measurement (runner.Runner.compile): the optimizer step compiled too
     step_fn(case, model, wrap_model(model, case.inputs), opt,
             wrap(opt.step) if opt is not None else None)(False)
-    warm_s = time.perf_counter() - start
-    print(json.dumps({"warm_s": warm_s, "counters": dict(COUNTERS)}))
+    warm_s, warm_cpu_s = time.perf_counter() - start, time.process_time() - start_cpu
+    print(json.dumps({"warm_s": warm_s, "warm_cpu_s": warm_cpu_s, "counters": dict(COUNTERS)}))
     return 0
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from npu_inductor.config import NpuConfig
-from npu_inductor.graph_passes.common import counters, real_inputs
+from npu_inductor.graph_passes.common import counters, lint_once, real_inputs
 from npu_inductor.graph_passes.constant_fold import constant_fold
 from npu_inductor.graph_passes.cse import cse
 from npu_inductor.graph_passes.dce import dce
@@ -88,16 +88,17 @@ def run_passes(gm: torch.fx.GraphModule, config: NpuConfig,
         folder = Path(config.dump_dir) / sub / "passes"
         folder.mkdir(parents=True, exist_ok=True)
         _dump(folder, 0, "input", gm)
-    for step, p in enumerate(PASSES, 1):
-        if p in FUSIONS and not config.fusions:
-            continue
-        before, start = len(gm.graph.nodes), time.perf_counter()
-        gm = p(gm, config)
-        log.info("pass %-18s %4d -> %4d nodes (%.1f ms)", p.__name__, before,
-                 len(gm.graph.nodes), 1e3 * (time.perf_counter() - start))
-        _dump(folder, step, p.__name__, gm)
-        if config.verify:
-            verify(gm, after=p.__name__)
+    with lint_once(lambda: gm):  # the verifier, when on, still lints after every pass
+        for step, p in enumerate(PASSES, 1):
+            if p in FUSIONS and not config.fusions:
+                continue
+            before, start = len(gm.graph.nodes), time.perf_counter()
+            gm = p(gm, config)
+            log.info("pass %-18s %4d -> %4d nodes (%.1f ms)", p.__name__, before,
+                     len(gm.graph.nodes), 1e3 * (time.perf_counter() - start))
+            _dump(folder, step, p.__name__, gm)
+            if config.verify:
+                verify(gm, after=p.__name__)
     return gm
 
 

@@ -207,9 +207,27 @@ def const_value(gm: GraphModule, node: Any) -> torch.Tensor | None:
     return None
 
 
+# Inside ``run_passes`` the graph is linted once after the last pass instead of by every
+# dead-code sweep (torch's eliminate_dead_code lints first: ~14 lints of the whole graph).
+_LINT_DEFERRED: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "npu_lint_deferred", default=False)
+
+
+@contextlib.contextmanager
+def lint_once(gm_of: Callable[[], GraphModule]) -> Iterator[None]:
+    """Defer the dead-code sweeps' lint to one ``graph.lint()`` of ``gm_of()`` at the end."""
+    token = _LINT_DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _LINT_DEFERRED.reset(token)
+    gm_of().graph.lint()
+
+
 def eliminate_dead_code(gm: GraphModule) -> bool:
     """``gm.graph.eliminate_dead_code()``, the same nodes removed, without its purity check
-    of nodes that have users (which stay anyway; the check costs ~50 us a node)."""
+    of nodes that have users (which stay anyway; the check costs ~50 us a node), and
+    without its up-front lint inside ``lint_once``."""
     impure_random = True
     if torch._guards.TracingContext.try_get():  # as eliminate_dead_code decides it
         from torch._inductor import config as inductor_config
@@ -219,7 +237,16 @@ def eliminate_dead_code(gm: GraphModule) -> bool:
     def has_side_effect(node: Node) -> bool:
         return len(node.users) > 0 or node.is_impure(impure_random)
 
-    return gm.graph.eliminate_dead_code(is_impure_node=has_side_effect)
+    graph = gm.graph
+    if not _LINT_DEFERRED.get() or any(
+            isinstance(getattr(gm, n.target, None), GraphModule)
+            for n in graph.find_nodes(op="get_attr")):  # subgraphs: torch sweeps them too
+        return graph.eliminate_dead_code(is_impure_node=has_side_effect)
+    removed = [graph.erase_node(n) or n.name for n in reversed(graph.nodes)
+               if not has_side_effect(n)]
+    if removed:
+        log.debug("dead code eliminated: %s", removed)
+    return bool(removed)
 
 
 def finish(gm: GraphModule) -> GraphModule:

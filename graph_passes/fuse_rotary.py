@@ -16,6 +16,8 @@ graphs only: in training graphs the backward is already written in plain ops.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.fx import GraphModule, Node
@@ -168,19 +170,36 @@ def _pair_query_key(gm: GraphModule) -> None:
     nodes = list(gm.graph.find_nodes(op="call_function", target=npu.rotary_mul.default))
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
     used: set[Node] = set()
+    views: dict = {}  # every layer's pair views the same cos/sin: one view each
     for i, a in enumerate(nodes):
         for b in nodes[i + 1:]:
             if a in used or b in used or not _pairable(a, b, order):
                 continue
-            if _fuse_pair(gm, a, b):
+            if _fuse_pair(gm, a, b, lambda t, s, d, b=b: _bsnd_once(gm, views, order, b, t, s, d)):
                 used |= {a, b}
 
 
-def _fuse_pair(gm: GraphModule, a: Node, b: Node) -> bool:
+def _bsnd_once(gm: GraphModule, views: dict, order: dict, at: Node, t: Node, s: Any,
+               d: int) -> Node | None:
+    """``_cos_bsnd`` inserted before ``at``, or the view an earlier pair made (inserted
+    before a node that precedes ``at``) of the same ``t`` at the same static sizes."""
+    if isinstance(s, torch.SymInt):
+        return _cos_bsnd(gm, t, s, d)
+    made = views.get((t, s, d))
+    if made is not None and order[made[1]] < order[at]:
+        return made[0]
+    view = _cos_bsnd(gm, t, s, d)
+    if view is not None:
+        views[(t, s, d)] = (view, at)
+    return view
+
+
+def _fuse_pair(gm: GraphModule, a: Node, b: Node,
+               bsnd: Callable[[Node, Any, int], Node | None]) -> bool:
     q, k, cos, sin = a.args[0], b.args[0], a.args[1], a.args[2]
     _, _, s, d = shape(q)
     with gm.graph.inserting_before(b):
-        cos4, sin4 = _cos_bsnd(gm, cos, s, d), _cos_bsnd(gm, sin, s, d)
+        cos4, sin4 = bsnd(cos, s, d), bsnd(sin, s, d)
         if cos4 is None or sin4 is None:
             return False
         qs, ks = (call(gm, aten.permute.default, (t, _BNSD_BSND)) for t in (q, k))

@@ -64,12 +64,32 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
 
 def _compile(gm: torch.fx.GraphModule, example_inputs: list[Any], config: NpuConfig,
              dims: list[BucketedDim]) -> Any:
-    if not dims:  # training: RMSNorm/rotary/SwiGLU fused with their GE backward ops
-        gm = fuse_for_training(gm, example_inputs, config)
     cached = aot_cache.usable(config, bool(dims))
+    # training: RMSNorm/rotary/SwiGLU fused with their GE backward ops, as AOTAutograd's
+    # pre-grad pass (see fuse_in_place)
+    fuse = None if dims else functools.partial(fuse_in_place, config=config)
     # freeze_parameters reads the real weights
     with real_inputs(example_inputs), aot_cache.scope(config, cached):
-        return make_aot_backend(config, dims, cached)(gm, example_inputs)
+        return make_aot_backend(config, dims, cached, fuse)(gm, example_inputs)
+
+
+def fuse_in_place(gm: torch.fx.GraphModule, example_inputs: list[Any],
+                  config: NpuConfig) -> torch.fx.GraphModule:
+    """``fuse_for_training`` as AOTAutograd's ``pre_grad_passes``. torch 2.13 runs those
+    after its cache lookup (``pre_grad_pass_timing`` "late", the default), so the
+    AOTAutograd cache is keyed by Dynamo's graph and a warm start skips the fusions'
+    forward-only trace. AOTAutograd has built its functional call around ``gm`` by then,
+    so the fused graph (and the constants it holds) replaces ``gm``'s own."""
+    fused = fuse_for_training(gm, example_inputs, config)
+    if fused is not gm:
+        for node in fused.graph.find_nodes(op="get_attr"):
+            name = f"_npu_fused_{node.target.replace('.', '_')}"
+            while hasattr(gm, name):
+                name += "_"
+            setattr(gm, name, torch.fx.graph_module._get_attr(fused, node.target))
+            node.target = name
+        gm.graph = fused.graph  # recompiles gm
+    return gm
 
 
 def _compile_bucketed(gm: torch.fx.GraphModule, example_inputs: list[Any], config: NpuConfig,
@@ -126,13 +146,16 @@ def user_errors() -> tuple[type[Exception], ...]:
 
 
 def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None,
-                     aot_cached: bool = False) -> Any:
+                     aot_cached: bool = False, pre_grad: Any = None) -> Any:
     """AOTAutograd with our compilers; with bucketed ``dims`` inference graphs go through
     ``BucketedGraph`` (training graphs compile as they are: they are not bucketed).
-    ``aot_cached``: the compilers return ``NpuOutputCode`` for AOTAutograd's cache."""
+    ``aot_cached``: the compilers return ``NpuOutputCode`` for AOTAutograd's cache;
+    ``pre_grad``: AOTAutograd's ``pre_grad_passes``."""
     compile_fn = functools.partial(compile_fx_graph, config=config)
     common = {"decompositions": decomposition_table(), "partition_fn": saved_views.partition,
               "keep_inference_input_mutations": True}  # copy_ into inputs lowers to Assign
+    if pre_grad is not None:
+        common["pre_grad_passes"] = pre_grad
     if aot_cached:
         kinds = ("inference", "forward", "backward")
         fns = [aot_cache.serializable(functools.partial(compile_fn, kind=k), k, config)

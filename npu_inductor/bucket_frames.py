@@ -109,7 +109,11 @@ class SizeOneGraph:
                  compile_exact: Callable[[], Callable], eager: Callable) -> None:
         self.key, self.compile_exact, self.eager, self.fn = key, compile_exact, eager, None
         self.report = new_report(dims)
-        self.report.exact_reasons.append("size 1: runs the frame's general bucketed graph")
+        self.report.notes.append(
+            f"size 1 of {', '.join(d.label for d in dims)}: Dynamo traced a graph of its own "
+            "(torch's decompositions pinned the size to 1); it compiles nothing and runs the "
+            "frame's general bucketed graph, which pads size 1 to the smallest bucket (before "
+            "that graph exists, its first call runs in eager)")
 
     def __call__(self, *args: Any) -> Any:
         self.report.calls += 1
@@ -122,4 +126,6 @@ class SizeOneGraph:
         if self.fn is None:
             self.fn = self.compile_exact()
             self.report.compiles += 1
+            self.report.exact_reasons.append(
+                "size 1 came again before any other size: compiled exactly")
         return self.fn(*args)

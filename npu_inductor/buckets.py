@@ -21,6 +21,7 @@ or by position among the tensor arguments), or ``"auto"``: see ``AutoBuckets``.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import logging
 import math
@@ -35,6 +36,7 @@ import torch
 import torch.fx.experimental._config as fx_config
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
+from npu_inductor.bucket_cost import graph_cost
 from npu_inductor.config import NpuConfig
 from npu_inductor.gears import MAX_GEARS as MAX_ATC_GEARS
 from npu_inductor.gears import MIN_GEARS, GearPlan, gear_plan
@@ -69,7 +71,7 @@ def set_buckets(tensor: torch.Tensor, buckets: dict[int, Sequence[int] | str]) -
         spec[dim] = AUTO if sizes == AUTO else validate_sizes(sizes)
         torch._dynamo.mark_dynamic(tensor, dim)
     setattr(tensor, BUCKETS_ATTR, spec)
-    _install_compile_callbacks()
+    install_compile_callbacks()
     return tensor
 
 
@@ -122,7 +124,7 @@ def _restore_oblivious(args: Any) -> None:
         fx_config.backed_size_oblivious = _SAVED_OBLIVIOUS.pop()
 
 
-def _install_compile_callbacks() -> None:
+def install_compile_callbacks() -> None:
     """(Re)register the callbacks: ``torch._dynamo.reset()`` clears them."""
     handler = torch._dynamo.callback_handler
     if _oblivious_while_tagged not in handler.start_callbacks:
@@ -259,29 +261,32 @@ class EagerFirstCall:
 
 # ---- the auto policy -------------------------------------------------------------------
 
-def optimal_buckets(samples: Sequence[int], k: int, top: int) -> tuple[int, ...]:
-    """At most ``k`` buckets (the largest = ``top``) minimising the total padding over
-    ``samples``: exact dynamic programming over the sorted distinct sample sizes."""
+def optimal_buckets(samples: Sequence[int], k: int, top: int,
+                    cost: Callable[[int], float] | None = None) -> tuple[int, ...]:
+    """At most ``k`` buckets (the largest = ``top``) minimising the total cost of ``samples``
+    each run at its bucket: ``cost(bucket)`` per sample (default: the bucket size, i.e. the
+    total padding); exact dynamic programming over the sorted distinct sample sizes."""
     xs = sorted(set(samples))
-    counts = {x: 0 for x in xs}
-    for s in samples:
-        counts[s] += 1
     cands = [x for x in xs if x < top] + [top]
+    per = [cost(c) if cost else c for c in cands]
+    # counts[i]: samples in (cands[i-1], cands[i]]
+    counts = [sum(1 for s in samples if (i == 0 or cands[i - 1] < s) and s <= c)
+              for i, c in enumerate(cands)]
+    prefix = list(itertools.accumulate(counts, initial=0))
     n = len(cands)
 
-    def cost(lo: int, hi: int) -> int:  # samples in (cands[lo-1], cands[hi]] padded to hi
-        low = cands[lo - 1] if lo > 0 else 0
-        return sum((cands[hi] - x) * c for x, c in counts.items() if low < x <= cands[hi])
+    def run(lo: int, hi: int) -> float:  # samples in (cands[lo-1], cands[hi]] run at hi
+        return (prefix[hi + 1] - prefix[lo]) * per[hi]
 
     inf = math.inf
     best = [[inf] * n for _ in range(k + 1)]  # best[j][i]: j buckets, last = cands[i]
     back = [[-1] * n for _ in range(k + 1)]
     for i in range(n):
-        best[1][i] = cost(0, i)
+        best[1][i] = run(0, i)
     for j in range(2, k + 1):
         for i in range(n):
             for p in range(i):
-                c = best[j - 1][p] + cost(p + 1, i)
+                c = best[j - 1][p] + run(p + 1, i)
                 if c < best[j][i]:
                     best[j][i], back[j][i] = c, p
     j = min(range(1, k + 1), key=lambda j: best[j][n - 1])
@@ -304,13 +309,16 @@ class AutoBuckets:
 
     1. the first ``AUTO_PROFILE_CALLS`` calls run in eager and record their sizes;
     2. then ``max_buckets`` buckets are fixed: the largest is the largest size seen,
-       rounded up to a "nice" size (1/8 power-of-two steps), the others minimise the total
-       padding over the recorded sizes (exact DP);
+       rounded up to a "nice" size (1/8 power-of-two steps), the others minimise the
+       estimated compute of the recorded sizes run at their buckets (exact DP; the cost of
+       a size is ``bucket_cost.graph_cost``, quadratic where attention is; without an
+       estimate, the total padding);
     3. a later size above the largest bucket runs in eager (logged once); buckets are
        compiled lazily, so at most ``max_buckets`` graphs are ever compiled.
     """
 
     max_buckets: int
+    cost: Callable[[], Callable[[int], float] | None] = lambda: None  # built when choosing
     seen: list[int] = field(default_factory=list)
     sizes: tuple[int, ...] | None = None
 
@@ -319,7 +327,7 @@ class AutoBuckets:
             self.seen.append(n)
             if len(self.seen) >= AUTO_PROFILE_CALLS:
                 self.sizes = optimal_buckets(self.seen, self.max_buckets,
-                                             round_up_nice(max(self.seen)))
+                                             round_up_nice(max(self.seen)), self.cost())
                 log.info("auto buckets chosen from %d sizes: %s", len(self.seen), self.sizes)
 
 
@@ -337,6 +345,7 @@ class BucketReport:
     real_elements: int = 0
     padded_elements: int = 0
     exact_reasons: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what explain says besides the reasons
     atc_input_shape: str = ""  # ATC --input_shape / --dynamic_dims for the acl device
     atc_dynamic_dims: str = ""
 
@@ -364,7 +373,8 @@ class BucketedGraph:
         self.symbols = self._symbol_sources()
         self.outputs = self._output_exprs()
         self.cache: dict[tuple, Callable] = {}
-        self.auto = {d.symbol: AutoBuckets(config.max_buckets) for d in dims if d.sizes == AUTO}
+        self.auto = {d.symbol: AutoBuckets(config.max_buckets, functools.partial(
+            graph_cost, aten_gm, d.symbol)) for d in dims if d.sizes == AUTO}
         self.report = new_report(dims)
         self.report.safety = self._safety()
         self.report.atc_input_shape, self.report.atc_dynamic_dims = self._atc_gears()

@@ -86,7 +86,9 @@ class CompiledGraph:
     def __call__(self, args: list[Any]) -> list[Any]:
         if self.checker is not None:
             self.checker(args)
-        ge_outs = self.executor.run([_as_tensor(args[i]) for i in self.lowered.data_inputs])
+        inputs = [_as_tensor(args[i]) for i in self.lowered.data_inputs]
+        with _outside_aot_op_analysis():
+            ge_outs = self.executor.run(inputs)
         outs = []
         for slot in self.lowered.outputs:
             if slot.kind == "ge":
@@ -103,6 +105,25 @@ class CompiledGraph:
                 outs.append(slot.value)
         args.clear()
         return outs
+
+
+@contextlib.contextmanager
+def _outside_aot_op_analysis() -> Iterator[None]:
+    """Run the device's execution of a GE graph outside the dispatch mode AOTAutograd wraps
+    a compiled graph's first call in (``_AnalyzeCustomOpInputOutputMode``, which checks the
+    aliasing of custom ops in the graph): on the host device every torch call of the
+    simulator's kernels went through it (~700 Python dispatches in llama's first call),
+    and a GE graph runs no custom op of the model. Other dispatch modes stay."""
+    if torch._C._len_torch_dispatch_stack() == 0:
+        yield
+        return
+    from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode_temporarily
+
+    if type(_get_current_dispatch_mode()).__name__ != "_AnalyzeCustomOpInputOutputMode":
+        yield
+        return
+    with _pop_mode_temporarily():
+        yield
 
 
 def _as_tensor(x: Any) -> torch.Tensor:
@@ -201,10 +222,11 @@ def _compile_whole(gm: torch.fx.GraphModule, lowered: LoweredGraph, report: Grap
 def _load(lowered: LoweredGraph, config: NpuConfig, fx_before: str | None,
           gm: torch.fx.GraphModule, cached: cache.CachedGraph | None = None,
           name: str | None = None) -> CompiledGraph:
-    compiled = load_graph(lowered, config, cached)
+    compiled = load_graph(lowered, config, cached, name)
     compiled.name = name or compiled.name
     verb = "loaded cached" if cached else "compiled"
-    log.info("%s GE graph %s: %d ops", verb, compiled.name, len(lowered.graph.ops))
+    if log.isEnabledFor(logging.INFO):  # a cached graph's ops are parsed only when asked
+        log.info("%s GE graph %s: %d ops", verb, compiled.name, len(lowered.graph.ops))
     if config.compare:
         from npu_inductor.debug import checker  # debugging only: FX eager next to GE
 
@@ -328,7 +350,8 @@ def quiet_fallbacks() -> Iterator[None]:
 
 
 def load_graph(lowered: LoweredGraph, config: NpuConfig,
-               cached: cache.CachedGraph | None = None) -> CompiledGraph:
+               cached: cache.CachedGraph | None = None,
+               name: str | None = None) -> CompiledGraph:
     """Serialize ``lowered`` and load it on the configured device through its executor
     (``cached``: the .air, executor source and .om a cache entry holds for it)."""
     device = get_device(config.device, config.device_id)
@@ -341,11 +364,12 @@ def load_graph(lowered: LoweredGraph, config: NpuConfig,
               if device.kind == "acl" else None)
     else:
         air, source, om = cached.air, cached.source, cached.om
-    module = codegen.load_executor(source, lowered.graph.name)
+    # a cached graph's name from its executor (CachedLowered parses the .air only when asked)
+    module = codegen.load_executor(source, name or lowered.graph.name)
     executor = module.Executor(device, om if device.kind == "acl" else air)
     executor.source = source
     device.configure_model(executor.model_id, config)  # memory_plan / memory_limit
-    return CompiledGraph(lowered.graph.name, lowered, executor, air, om)
+    return CompiledGraph(module.GRAPH_NAME, lowered, executor, air, om)
 
 
 def write_dump(folder: Path, compiled: CompiledGraph, fx_before: str | None,
@@ -414,11 +438,28 @@ def _from_cache(gm: torch.fx.GraphModule, lookup: _Lookup, report: GraphReport,
     return _boxed_module(top)
 
 
+class CachedLowered(LoweredGraph):
+    """A cached graph's ``LoweredGraph``: its GE ``graph`` is parsed from the ``.air`` on
+    first use (reports, dumps, gears), not on every load: the device parses its own copy
+    to load it, and a warm start needs only the input and output mapping."""
+
+    def __init__(self, cached: cache.CachedGraph) -> None:
+        for name, value in (("data_inputs", cached.data_inputs), ("outputs", cached.outputs),
+                            ("decisions", cached.decisions), ("soc", cached.soc),
+                            ("fx_edges", {}), ("_air", cached.air)):
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:  # only for attributes not set: ``graph``
+        if name != "graph":
+            raise AttributeError(name)
+        graph = from_air(self.__dict__["_air"])
+        object.__setattr__(self, "graph", graph)
+        return graph
+
+
 def _load_cached(graph: cache.CachedGraph, config: NpuConfig, fx_before: str | None,
                  gm: torch.fx.GraphModule, name: str) -> CompiledGraph:
-    lowered = LoweredGraph(from_air(graph.air), graph.data_inputs, graph.outputs,
-                           graph.decisions, graph.soc)
-    return _load(lowered, config, fx_before, gm, graph, name)
+    return _load(CachedLowered(graph), config, fx_before, gm, graph, name)
 
 
 def _cache_store(lookup: _Lookup, report: GraphReport, config: NpuConfig) -> None:

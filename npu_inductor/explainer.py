@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from npu_inductor.buckets import REPORTS as bucket_reports
-from npu_inductor.buckets import BucketReport
+from npu_inductor.buckets import BucketReport, install_compile_callbacks
 from npu_inductor.compile_fx import GraphReport, quiet_fallbacks, record_reports
 from npu_inductor.config import resolve, target_soc
 from npu_inductor.device_rules_report import DeviceReport, from_reports
@@ -98,6 +98,7 @@ class ExplainReport:
         for b in self.buckets:
             lines.append(f"Shape buckets on {', '.join(b.dims)}: {b.compiles} compile(s), "
                          f"{b.calls} call(s), padding overhead {b.padding_overhead:.1%}")
+            lines.extend(f"  {note}" for note in b.notes)
             lines.extend(f"  compiled exactly: {why}" for why in b.exact_reasons)
         return lines
 
@@ -127,6 +128,7 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainReport:
     report = ExplainReport()
     _dynamo_part(fn, args, kwargs, report)
     torch._dynamo.reset()
+    install_compile_callbacks()  # reset() dropped set_buckets' (its tensors are in args)
     first_bucket_report = len(bucket_reports)
     try:
         with record_reports() as reports, quiet_fallbacks():  # the report lists them

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from npu_inductor.runtime.attention_chain import slots
+from npu_inductor.runtime.step_graph import slots
 
 
 def fuse_assign_adds(steps: list, graph_outputs: set[int], refs: set[int]) -> list:

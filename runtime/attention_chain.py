@@ -45,6 +45,7 @@ from typing import Any
 import torch
 
 from npu_inductor.config import env_bool
+from npu_inductor.runtime.step_graph import producers, read_counts, readers, slots
 
 ENV_FLAG = "NPU_INDUCTOR_HOST_FUSE_ATTENTION"
 _FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
@@ -72,6 +73,7 @@ class ChainMatch:
     softmax: int
     reshape2: int | None
     bmm2: int
+    factor: float = 1.0     # the scale step's factor (1: no scale step)
     lse: int | None = None  # ReduceLogSumExp of the softmax's input (a training forward)
 
     @property
@@ -87,8 +89,9 @@ def fuse_chains(steps: list, graph_outputs: set[int], consts: dict[int, torch.Te
     if not matches:
         return steps
     fused, gone = {}, set()
+    graph = (producers(steps), read_counts(steps), graph_outputs)  # built once for all chains
     for m in matches:
-        mask = _causal_program(steps, m, graph_outputs, consts)
+        mask = _causal_program(steps, m, graph, consts)
         fused[m.bmm2] = _fused_step(steps, m, consts, mask)
         gone |= set(m.indices) | set(mask[0] if mask else ())
     return [fused.get(i, st) for i, st in enumerate(steps) if i in fused or i not in gone]
@@ -97,10 +100,7 @@ def fuse_chains(steps: list, graph_outputs: set[int], consts: dict[int, torch.Te
 def find_chains(steps: list, graph_outputs: set[int],
                 consts: dict[int, torch.Tensor]) -> list[ChainMatch]:
     """Chains found by walking forward from each fp32 ``BatchMatMulV2``."""
-    readers: dict[int, list[int]] = {}
-    for i, st in enumerate(steps):
-        for s in slots(st.args):
-            readers.setdefault(s, []).append(i)
+    users_of = readers(steps)
 
     def next_step(i: int) -> int | None:
         """The one step reading step ``i``'s only output (an intermediate of the chain);
@@ -109,7 +109,7 @@ def find_chains(steps: list, graph_outputs: set[int],
         if len(st.outs) != 1 or st.outs[0] in graph_outputs or st.compute is not None \
                 or st.sigs[0][0] != torch.float32:
             return None
-        users = readers.get(st.outs[0], [])
+        users = users_of.get(st.outs[0], [])
         if len(users) == 2 and _lse_reader(steps, st.outs[0], users, consts) is not None:
             users = [u for u in users if steps[u].op.type == "SoftmaxV2"]
         return users[0] if len(users) == 1 and steps[users[0]].compute is None else None
@@ -120,13 +120,13 @@ def find_chains(steps: list, graph_outputs: set[int],
             m = _match_forward(steps, i, next_step, consts)
             if m is None:
                 continue
-            scores = readers[steps[m.softmax].args[0]]
+            scores = users_of[steps[m.softmax].args[0]]
             if len(scores) == 1:
                 matches.append(m)
                 continue
             # the logsumexp: a second output of the fused step
             lse = _lse_reader(steps, steps[m.softmax].args[0], scores, consts)
-            if lse is not None and _lse_in_time(steps, readers, m.bmm2, lse):
+            if lse is not None and _lse_in_time(steps, users_of, m.bmm2, lse):
                 matches.append(replace(m, lse=lse))
     return matches
 
@@ -152,12 +152,12 @@ def _lse_in_time(steps: list, readers: dict, bmm2: int, lse: int) -> bool:
 
 
 def _match_forward(steps: list, b1: int, next_step: Any, consts: dict) -> ChainMatch | None:
-    i, r1, sc, r2, adds = next_step(b1), None, None, None, []
+    i, r1, sc, r2, adds, factor = next_step(b1), None, None, None, [], 1.0
     val = steps[b1].outs[0]
     if i is not None and steps[i].op.type == "Reshape" and _plain_reshape(steps[i], val):
         r1, val, i = i, steps[i].outs[0], next_step(i)
-    if i is not None and _scale_of(steps[i], val, consts) is not None:
-        sc, val, i = i, steps[i].outs[0], next_step(i)
+    if i is not None and (f := _scale_of(steps[i], val, consts)) is not None:
+        sc, val, i, factor = i, steps[i].outs[0], next_step(i), f
     while i is not None and steps[i].op.type == "Add" and len(steps[i].args) == 2 \
             and val in steps[i].args and steps[i].args[0] != steps[i].args[1]:
         adds.append(i)
@@ -171,7 +171,7 @@ def _match_forward(steps: list, b1: int, next_step: Any, consts: dict) -> ChainM
             or steps[i].args[0] != val or steps[i].args[1] == val \
             or steps[i].attrs.get("adj_x1") or steps[i].sigs[0][0] != torch.float32:
         return None
-    return ChainMatch(b1, r1, sc, tuple(adds), sm, r2, i)
+    return ChainMatch(b1, r1, sc, tuple(adds), sm, r2, i, factor)
 
 
 def _scale_of(st: Any, val: int, consts: dict) -> float | None:
@@ -208,7 +208,7 @@ def _last_axis_softmax(st: Any) -> bool:
                                                                                  [rank - 1])
 
 
-def _causal_program(steps: list, m: ChainMatch, graph_outputs: set[int],
+def _causal_program(steps: list, m: ChainMatch, graph: tuple,
                     consts: dict) -> tuple[tuple[int, ...], int, int] | None:
     """A mask of the chain built only for it as the causal band of a dynamic graph
     (``lowering/symbolic.upper_mask``)::
@@ -216,12 +216,9 @@ def _causal_program(steps: list, m: ChainMatch, graph_outputs: set[int],
         SelectV2(Greater(Unsqueeze(Range(0, cols, 1), [0]), Unsqueeze(Range(0, rows, 1), [1])),
                  -inf, 0)
 
-    -> (its steps, the ``rows`` and ``cols`` slots): the fused step need not build it."""
-    producer = {s: i for i, st in enumerate(steps) for s in st.outs}
-    reads: dict[int, int] = {}
-    for st in steps:
-        for s in slots(st.args):
-            reads[s] = reads.get(s, 0) + 1
+    -> (its steps, the ``rows`` and ``cols`` slots): the fused step need not build it.
+    ``graph``: (producer of each slot, read count of each slot, graph output slots)."""
+    producer, reads, graph_outputs = graph
 
     def made_by(slot: Any, op_type: str, nargs: int) -> int | None:
         i = producer.get(slot) if isinstance(slot, int) else None
@@ -275,15 +272,11 @@ def _fused_step(steps: list, m: ChainMatch, consts: dict, causal: tuple | None) 
     extras = tuple(dict.fromkeys(s for i in program for s in slots(steps[i].args)
                                  if s not in inside and s not in listed))
     args = (*named, extras)
-    factor = 1.0
-    if m.scale is not None:
-        sc = steps[m.scale]
-        factor = _scale_of(sc, sc.args[0] if sc.args[0] in inside else sc.args[1], consts)
     const = consts.get(masks[0]) if len(masks) == 1 else None
     const_causal = const is not None and const.dim() == 2 and const.is_floating_point() \
         and _is_causal(const)
     lse = steps[m.lse] if m.lse is not None else None
-    kernel = AttentionChainKernel(tuple(steps[i] for i in program), args, factor,
+    kernel = AttentionChainKernel(tuple(steps[i] for i in program), args, m.factor,
                                   bool(b1.attrs.get("adj_x2")), bool(b2.attrs.get("adj_x2")),
                                   const_causal, b2.outs + (lse.outs if lse else ()),
                                   bool(lse.attrs.get("keep_dims")) if lse else None)
@@ -381,17 +374,6 @@ class AttentionChainKernel:
         if self.lse_keep is None:
             return vals[self.outs[0]]
         return vals[self.outs[0]], vals[self.outs[1]]
-
-
-def slots(args: tuple) -> list[int]:
-    """The value slots a step's args read, flattened (a tuple arg is a list input)."""
-    out: list[int] = []
-    for a in args:
-        if isinstance(a, tuple):
-            out.extend(a)
-        elif a is not None:
-            out.append(a)
-    return out
 
 
 def _unit_last(x: torch.Tensor) -> torch.Tensor:

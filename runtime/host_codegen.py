@@ -35,9 +35,10 @@ from npu_inductor.runtime.host_model import (
     _store,
 )
 from npu_inductor.runtime.kernels import CONST_INPUTS
+from npu_inductor.runtime.shape_steps import packed_reshape, scalar_size
 
 ENV_FLAG = "NPU_INDUCTOR_HOST_CODEGEN"
-_HELPERS = (torch.empty, _store, _hand_over, _detach_overlaps)
+_HELPERS = (torch.empty, _store, _hand_over, _detach_overlaps, scalar_size)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:/\-]")
 
 RunFn = Callable[[Sequence[torch.Tensor], dict, Any], list]
@@ -80,14 +81,46 @@ def _attr_call(k: int, attrs: dict[str, Any], binds: list) -> list[str]:
     return [f"**a{k}"]
 
 
-def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict) -> dict[str, Any]:
+def _const_size(t: torch.Tensor) -> int | None:
+    """A Const Pack input as a Python int: 0-d integer payloads only."""
+    return int(t) if t.dim() == 0 and t.dtype in (torch.int32, torch.int64) else None
+
+
+def _packed_reshape(b: Bound, consts: dict, sizes: set[int]) -> tuple[list, str] | None:
+    """``Reshape(x, Pack(sizes))`` as ``x.reshape((...))``: Const sizes are int literals
+    (checked at load), others ``i<slot>``, each converted (and checked) once by
+    ``scalar_size`` at its first use; None when a Const size is no 0-d int."""
+    x, parts = b.step.args
+    exprs, pre = [], []
+    for s in parts:
+        if s in consts:
+            n = _const_size(consts[s])
+            if n is None:
+                return None
+            exprs.append(repr(n))
+            continue
+        if s not in sizes:
+            pre.append(f"i{s} = scalar_size(v{s})")
+            sizes.add(s)
+        exprs.append(f"i{s}")
+    tail = "," if len(exprs) == 1 else ""
+    return pre, f"{_slot(x, consts)}.reshape(({', '.join(exprs)}{tail}))"
+
+
+def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict,
+                  sizes: set[int]) -> dict[str, Any]:
     st = b.step
     lists = CONST_INPUTS.get(st.op.type, ())
     args = [_arg_expr(a, consts, i in lists) for i, a in enumerate(st.args)]
-    call = args + _attr_call(k, st.attrs, binds)
     ctx: dict[str, Any] = {"index": k, "label": _label(b), "args": args, "use_out": b.use_out,
                            "multi": len(st.outs) > 1, "detach": b.detach, "stores": [],
-                           "notask": b.notask, "out_slot": st.outs[0] if st.outs else None}
+                           "notask": b.notask, "out_slot": st.outs[0] if st.outs else None,
+                           "pre": []}
+    inline = _packed_reshape(b, consts, sizes) if st.fn is packed_reshape \
+        and not b.use_out else None
+    if inline is not None:
+        ctx["pre"], ctx["expr"] = inline
+    call = args + _attr_call(k, st.attrs, binds)
     if b.use_out:
         s = st.outs[0]
         if b.dests[0][0] == "ws":
@@ -104,7 +137,7 @@ def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict) -> di
             if dest[0] == "graph":
                 sigs[s] = st.sigs[i]
             ctx["stores"].append((dest[0], s, f"r[{i}]" if indexed else "r"))
-    ctx["call"] = call
+    ctx.setdefault("expr", f"k{k}({', '.join(call)})")
     ctx["hand_args"] = [] if b.private else args  # a private source needs no alias check
     return ctx
 
@@ -129,9 +162,10 @@ def host_model_source(model: Any) -> tuple[str, dict[str, Any], list[int]]:
     binds: list = []
     sigs: dict[int, tuple] = {}
     assigned = set(model.data_slots)
+    sizes: set[int] = set()  # slots converted to Python ints (``i<slot>``) so far
     steps = []
     for k, b in enumerate(model.bound):
-        ctx = _step_context(k, b, model.consts, binds, sigs)
+        ctx = _step_context(k, b, model.consts, binds, sigs, sizes)
         assigned.update(s for s, d in zip(b.step.outs, b.dests) if d[0] != "drop")
         ctx["frees"] = _frees(b, assigned)
         assigned.difference_update(b.frees)

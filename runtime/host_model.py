@@ -31,7 +31,6 @@ from npu_inductor.ge.device_rules import check_graph, input_index_by_name
 from npu_inductor.ge.ir import Graph, OpNode
 from npu_inductor.ge.op_specs import get_spec
 from npu_inductor.runtime import assign_steps, attention_chain, shape_steps
-from npu_inductor.runtime.attention_chain import slots as _flat_slots
 from npu_inductor.runtime.kernels import KERNELS, OUT_KERNELS, RUNTIME, SPECIALIZERS
 from npu_inductor.runtime.memory_plan import (
     ALIAS_OPS,
@@ -41,6 +40,7 @@ from npu_inductor.runtime.memory_plan import (
     PlanStep,
     plan_memory,
 )
+from npu_inductor.runtime.step_graph import read_counts, slots
 
 _SPEC_CONST_MAX = 64  # Const inputs decoded for kernel specialization: shapes, axes, sizes
 
@@ -227,12 +227,12 @@ class HostModel:
     def _bind(self, planned: bool) -> list[Bound]:
         graph_outs = set(self.output_slots)
         external = set(self.data_slots) | set(self.consts)
-        reads = _read_counts(self.steps)
+        reads = read_counts(self.steps)
         dests: dict[int, tuple] = {}
         use_out: list[bool] = []
         handed = _handed_over(self.steps, graph_outs, reads)
         for st in self.steps:
-            src = (_flat_slots(st.args) or [None])[0]
+            src = (slots(st.args) or [None])[0]
             for s in st.outs:
                 if s in graph_outs:
                     dests[s] = ("graph",)
@@ -257,15 +257,15 @@ class HostModel:
         frees = _frees(self.steps, dests, graph_outs | external)
         return [Bound(st, u, tuple(dests[s] for s in st.outs), f,
                       not u and _shares_bytes(st, self.plan), _no_task(st, dests, self.plan),
-                      (_flat_slots(st.args) or [None])[0] in handed
+                      (slots(st.args) or [None])[0] in handed
                       and st.op.type in VIEW_OPS)
                 for st, u, f in zip(self.steps, use_out, frees)]
 
     def _plan_steps(self, use_out: list[bool]) -> list[PlanStep]:
         sig = {s: g for st in self.steps for s, g in zip(st.outs, st.sigs)}
-        return [PlanStep(st.op.type, tuple(_flat_slots(st.args)), st.outs,
+        return [PlanStep(st.op.type, tuple(slots(st.args)), st.outs,
                          tuple(_nbytes(g) for g in st.sigs), st.sigs,
-                         tuple(sig.get(s) for s in _flat_slots(st.args)), writes_early=u)
+                         tuple(sig.get(s) for s in slots(st.args)), writes_early=u)
                 for st, u in zip(self.steps, use_out)]
 
     # ---- execution ---------------------------------------------------------------------------
@@ -429,7 +429,7 @@ def _handed_over(steps: list[Step], graph_outs: set[int], reads: dict[int, int])
              or isinstance(st.fn, attention_chain.AttentionChainKernel)}
     out = set()
     for st in steps:
-        args = _flat_slots(st.args)
+        args = slots(st.args)
         if st.op.type in VIEW_OPS and len(st.outs) == 1 and st.outs[0] in graph_outs \
                 and args and args[0] in fresh and reads.get(args[0]) == 1 \
                 and args[0] not in graph_outs and fresh[args[0]].compute is None:
@@ -504,7 +504,7 @@ def _no_task(st: Step, dests: dict[int, tuple], plan: MemoryPlan | None) -> bool
     result is the output slot's workspace view as it is, so no kernel runs for it."""
     if plan is None or st.op.type not in VIEW_OPS or len(st.outs) != 1:
         return False
-    src, out = _flat_slots(st.args)[0], st.outs[0]
+    src, out = slots(st.args)[0], st.outs[0]
     return (dests.get(src, ("x",))[0] == "ws" and dests[out][0] == "ws"
             and plan.offsets.get(src) == plan.offsets.get(out)
             and plan.nbytes.get(src) == plan.nbytes.get(out))
@@ -518,7 +518,7 @@ def _shares_bytes(st: Step, plan: MemoryPlan | None) -> bool:
     def span(s: int) -> tuple[int, int]:
         return plan.offsets[s], plan.offsets[s] + plan.nbytes[s]
     outs = [span(s) for s in st.outs if s in plan.offsets]
-    reads = [plan.aliases.get(s, s) for s in _flat_slots(st.args)]
+    reads = [plan.aliases.get(s, s) for s in slots(st.args)]
     ins = [span(s) for s in reads if s in plan.offsets]
     return any(a < d and c < b for a, b in outs for c, d in ins)
 
@@ -549,19 +549,11 @@ def _detach_overlaps(results: tuple, b: Bound, views: dict[int, torch.Tensor],
     return tuple(out)
 
 
-def _read_counts(steps: list[Step]) -> dict[int, int]:
-    counts: dict[int, int] = {}
-    for st in steps:
-        for s in _flat_slots(st.args):
-            counts[s] = counts.get(s, 0) + 1
-    return counts
-
-
 def _frees(steps: list[Step], dests: dict[int, tuple], keep: set[int]) -> list[tuple[int, ...]]:
     """Slots to drop after each step (after their last reader), so memory goes early."""
     last: dict[int, int] = {}
     for i, st in enumerate(steps):
-        for s in _flat_slots(st.args):
+        for s in slots(st.args):
             last[s] = i
     out: list[list[int]] = [[] for _ in steps]
     for s, i in last.items():

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from npu_inductor.runtime.attention_chain import slots
+from npu_inductor.runtime.step_graph import producers, read_counts
 
 _INTS = (torch.int32, torch.int64)
 
@@ -25,11 +25,7 @@ _INTS = (torch.int32, torch.int64)
 def fuse_reshape_packs(steps: list, graph_outputs: set[int]) -> list:
     """``steps`` with each ``Reshape(x, Pack(scalars))`` (Pack read by nothing else) as one
     step."""
-    producer = {s: i for i, st in enumerate(steps) for s in st.outs}
-    reads: dict[int, int] = {}
-    for st in steps:
-        for s in slots(st.args):
-            reads[s] = reads.get(s, 0) + 1
+    producer, reads = producers(steps), read_counts(steps)
     fused: dict[int, Any] = {}
     gone: set[int] = set()
     for i, st in enumerate(steps):
@@ -58,8 +54,12 @@ def _scalar_pack(st: Any) -> bool:
 
 def packed_reshape(x: torch.Tensor, sizes: list) -> torch.Tensor:
     """``Reshape(x, Pack(sizes))``: each size a 0-d int tensor (or a Python int)."""
-    for s in sizes:
-        if isinstance(s, torch.Tensor) and (s.dim() != 0 or s.dtype not in _INTS):
-            raise ValueError(f"Pack input of {s.dtype} shape {tuple(s.shape)}: "
-                             "expected 0-d int sizes")
-    return x.reshape([int(s) for s in sizes])
+    return x.reshape([scalar_size(s) for s in sizes])
+
+
+def scalar_size(s: torch.Tensor | int) -> int:
+    """A Pack input of a shape: a 0-d int tensor (or a Python int) as an int."""
+    if isinstance(s, torch.Tensor) and (s.dim() != 0 or s.dtype not in _INTS):
+        raise ValueError(f"Pack input of {s.dtype} shape {tuple(s.shape)}: "
+                         "expected 0-d int sizes")
+    return int(s)

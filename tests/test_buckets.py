@@ -1,17 +1,21 @@
 """Shape buckets: padding to buckets matches eager on the valid region for every size, the
 padding-safety analysis refuses what it cannot prove, and compiles stay within budget."""
 
+import itertools
 import random
 
 import pytest
 import sympy
 import torch
 import torch.fx.experimental._config as fx_config
+import torch.nn.functional as F
 from harness import record_graphs
 from models import make
+from torch.fx.experimental.proxy_tensor import make_fx
 
 import npu_inductor
 from npu_inductor import buckets
+from npu_inductor.bucket_cost import graph_cost
 from npu_inductor.buckets import BucketError, optimal_buckets, round_up_nice
 from npu_inductor.padding_safety import prefix_dim
 
@@ -146,6 +150,45 @@ def test_optimal_buckets_minimises_padding():
     assert round_up_nice(482) == 512 and round_up_nice(100) == 104
 
 
+def test_optimal_buckets_minimise_a_quadratic_cost():
+    rng = random.Random(2)
+    samples = [rng.randint(1, 64) for _ in range(20)]
+
+    def quadratic(b):
+        return b + b * b / 8
+
+    def total(bs, cost):
+        return sum(cost(min(b for b in bs if b >= s)) for s in samples)
+
+    got = optimal_buckets(samples, 3, 64, quadratic)
+    # brute force over every choice of 2 sample sizes below the top bucket
+    lower = sorted({s for s in samples if s < 64})
+    best = min(total((*pair, 64), quadratic) for pair in itertools.combinations(lower, 2))
+    assert got[-1] == 64 and len(got) <= 3 and total(got, quadratic) == best
+    linear = optimal_buckets(samples, 3, 64)
+    assert total(got, quadratic) < total(linear, quadratic)  # the cost changes the choice
+
+
+def test_graph_cost_is_quadratic_with_attention_linear_without():
+    def attn(q):
+        return F.scaled_dot_product_attention(q, q, q, is_causal=True)
+
+    def mlp(x, w):
+        return torch.relu(x @ w)
+
+    def cost_of(fn, *args):
+        gm = make_fx(fn, tracing_mode="symbolic")(*args)
+        first = next(n for n in gm.graph.nodes if n.op == "placeholder").meta["val"]
+        sym = first.shape[2 if fn is attn else 0]
+        cost = graph_cost(gm, sym.node.expr)
+        return [cost(n) for n in (8, 16, 32)]
+
+    c8, c16, c32 = cost_of(attn, torch.randn(1, 2, 8, 4))
+    assert c32 - c16 > 2 * (c16 - c8) * 1.5  # second differences grow: quadratic
+    m8, m16, m32 = cost_of(mlp, torch.randn(8, 4), torch.randn(4, 4))
+    assert m32 - m16 == 2 * (m16 - m8)  # linear
+
+
 def test_prefix_dim():
     s, b = sympy.symbols("s b", positive=True, integer=True)
     assert prefix_dim(s, {s}) and prefix_dim(s - 1, {s})
@@ -190,3 +233,16 @@ def test_auto_buckets_profile_every_dim_together():
     assert len(report.dims) == 2
     assert report.eager_calls == buckets.AUTO_PROFILE_CALLS - 1  # then both dims are decided
     assert 1 <= len(graphs) == report.compiles <= 8
+
+
+def test_explain_size_one_frame_runs_the_general_bucketed_graph():
+    def f(x):  # torch's matmul decomposition pins a transposed q's size 1 (bucket_frames)
+        b, s, _ = x.shape
+        q = x.view(b, s, 2, 4).transpose(1, 2)
+        return q @ q.transpose(-1, -2)
+
+    x = npu_inductor.set_buckets(torch.randn(2, 1, 8), {1: [4, 8]})
+    text = str(npu_inductor.explain(f, x))
+    assert "Shape buckets on L['x'] dim 1: 0 compile(s)" in text
+    assert "runs the frame's general bucketed graph" in text
+    assert "compiled exactly" not in text

@@ -141,7 +141,21 @@ def _refuse(op_type: str, op_name: str, soc: str, port: str, dtype: str, why: st
 
 def classify(op_type: str, ports: Ports, soc: str, op_name: str = "?") -> str:
     """The kernel kind ``op_type`` at ``ports`` gets on ``soc``; ``DeviceDtypeError`` when the
-    SoC has none."""
+    SoC has none. Kinds are remembered per op type, port dtypes and SoC (the tables are
+    read-only; a lowering and the device's check classify the same few signatures again and
+    again); a refusal is not, so its message names each op."""
+    try:
+        return _classify_signature(op_type, tuple(ports.dtypes.items()), soc)
+    except DeviceDtypeError:
+        return _classify(op_type, ports, soc, op_name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _classify_signature(op_type: str, dtypes: tuple[tuple[str, str], ...], soc: str) -> str:
+    return _classify(op_type, Ports(dict(dtypes)), soc, "?")
+
+
+def _classify(op_type: str, ports: Ports, soc: str, op_name: str) -> str:
     entry = table(soc).get(op_type)
     if entry is None or entry["kind"] == "unknown":
         return "unproven"

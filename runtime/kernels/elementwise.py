@@ -12,7 +12,7 @@ import math
 import torch
 
 from npu_inductor.ge.dtypes import from_cpp
-from npu_inductor.runtime.kernels import kernel
+from npu_inductor.runtime.kernels import RUNTIME, kernel
 
 _TORCH_FNS = {
     "Add": torch.add, "Sub": torch.sub, "Mul": torch.mul, "RealDiv": torch.div,
@@ -73,7 +73,19 @@ def truncate_div(x1, x2):
     return torch.div(x1, x2, rounding_mode="trunc")
 
 
-@kernel("Pow")
+def _specialize_pow(consts, attrs):
+    """A constant scalar exponent (x ** 2 of a norm): decoded once, per call eager's
+    scalar-exponent ``torch.pow`` (the generic kernel's path for a 0-d exponent)."""
+    e = consts[1] if len(consts) > 1 else RUNTIME
+    if consts[0] is not RUNTIME or isinstance(e, list) or e is RUNTIME or e is None:
+        return None
+
+    def pow_scalar(x1, x2):
+        return torch.pow(x1, e) if x1.dim() > 0 else pow_(x1, x2)
+    return pow_scalar
+
+
+@kernel("Pow", specialize=_specialize_pow)
 def pow_(x1, x2):
     if x2.dim() == 0 and x1.dim() > 0:
         return torch.pow(x1, x2.item())  # eager's scalar-exponent path (square, sqrt...)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from npu_inductor.runtime.kernels import kernel
+from npu_inductor.runtime.kernels import RUNTIME, kernel
 
 
 def _axes(axes: torch.Tensor) -> list[int]:
@@ -19,12 +19,29 @@ def _reduce(fn):
     return run
 
 
-kernel("ReduceSum")(_reduce(lambda x, d, k: torch.sum(x, d, k)))
-kernel("ReduceMean")(_reduce(lambda x, d, k: torch.mean(x, d, k)))
-kernel("ReduceMax")(_reduce(lambda x, d, k: torch.amax(x, d, k)))
-kernel("ReduceMin")(_reduce(lambda x, d, k: torch.amin(x, d, k)))
-kernel("ReduceAny")(_reduce(lambda x, d, k: torch.any(x, d, k)))
-kernel("ReduceAll")(_reduce(lambda x, d, k: torch.all(x, d, k)))
+def _const_axes(fn):
+    """Constant axes: decoded once at load, per call only the torch reduction."""
+    def specialize(consts, attrs):
+        axes = consts[1] if len(consts) > 1 else None
+        if axes is RUNTIME or axes is None:
+            return None
+        dims = [int(a) for a in torch.tensor(axes).reshape(-1).tolist()]
+        if not dims:  # empty axes reduce nothing
+            return lambda x, *_, **__: x
+
+        def reduce(x, axes, keep_dims=False, **_):
+            return fn(x, dims, keep_dims)
+        return reduce
+    return specialize
+
+
+for _name, _fn in (("ReduceSum", lambda x, d, k: torch.sum(x, d, k)),
+                   ("ReduceMean", lambda x, d, k: torch.mean(x, d, k)),
+                   ("ReduceMax", lambda x, d, k: torch.amax(x, d, k)),
+                   ("ReduceMin", lambda x, d, k: torch.amin(x, d, k)),
+                   ("ReduceAny", lambda x, d, k: torch.any(x, d, k)),
+                   ("ReduceAll", lambda x, d, k: torch.all(x, d, k))):
+    kernel(_name, specialize=_const_axes(_fn))(_reduce(_fn))
 
 
 @kernel("ReduceProd")

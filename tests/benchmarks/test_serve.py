@@ -34,10 +34,13 @@ def test_serve_mode_reports_every_variant(capsys) -> None:
     col = {c: i for i, (c, _, _) in enumerate(COLUMNS)}
     for variant, cells in rows.items():
         assert len(cells) == len(COLUMNS), cells
-        for name in ("cold_cpu", "tok_per_s", "ttft_ms", "vs_eager", "cold_s",
+        for name in ("cold_cpu", "tok_per_s", "ttft_ms", "vs_eager", "cold_s", "tok_per_s_own",
+                     "ttft_ms_own",
                      "tok_per_s_wall", "ttft_ms_wall", "vs_eager_wall"):
             assert cells[col[name]] != "n/a", (variant, name, cells)
         assert (cells[col["compile_cpu"]] == "n/a") == (variant == "eager"), cells
+        if variant != "eager":  # the compiles' own CPU time, never 0 for a variant that compiled
+            assert float(cells[col["compile_cpu"]]) > 0, cells
         assert cells[col["match"]] == "2/2", (variant, cells)  # greedy tokens equal eager's
     # eager's warm passes are the ones interleaved with each variant
     passes = {v: int(cells[col["warm_passes"]]) for v, cells in rows.items()}

@@ -10,7 +10,16 @@ import pytest
 import torch
 
 from npu_inductor.benchmarks import dynamic, serve
-from npu_inductor.benchmarks.measure import Times, Warm, median_ratio, stream_passes, timed
+from npu_inductor.benchmarks.measure import (
+    Times,
+    Warm,
+    median_pass,
+    median_ratio,
+    ratios,
+    select_names,
+    stream_passes,
+    timed,
+)
 
 
 def test_timed_adds_to_a_given_total_even_when_the_block_raises() -> None:
@@ -123,9 +132,28 @@ def test_serve_warm_pass_keeps_the_variants_first_token_times() -> None:
 
 
 def test_variants_selection_keeps_eager_and_order() -> None:
-    names = [v.name for v in dynamic.select(dynamic.variants(64), ["auto", "npu_dynamic"])]
-    assert names == ["eager", "npu_dynamic", "npu_auto"]
-    assert serve.select(["pow2", "exact"]) == ["eager", "npu_exact", "npu_pow2"]
-    assert serve.select(None) == list(serve.VARIANTS)
+    names = [v.name for v in dynamic.variants(64)]
+    assert select_names(names, ["auto", "npu_dynamic"]) == ["eager", "npu_dynamic", "npu_auto"]
+    assert select_names(serve.VARIANTS, ["pow2", "exact"]) == ["eager", "npu_exact", "npu_pow2"]
+    assert select_names(serve.VARIANTS, None) == list(serve.VARIANTS)
     with pytest.raises(SystemExit, match="unknown --variants"):
-        serve.select(["fast"])
+        select_names(serve.VARIANTS, ["fast"])
+
+
+def test_median_pass_and_ratios_take_cpu_and_wall_apart() -> None:
+    passes = [Times(1.0, 9.0), Times(3.0, 1.0), Times(2.0, 5.0)]
+    assert median_pass(passes) == Times(2.0, 5.0)  # not the wall time of the median CPU pass
+    vs = ratios([Times(4.0, 4.0), Times(6.0, 2.0)], [Times(2.0, 1.0), Times(2.0, 1.0)])
+    assert vs == Times(2.5, 3.0)
+
+
+def test_serve_figures_are_eagers_scaled_by_each_variants_ratio() -> None:
+    eager = serve.ServeRow("m", "eager", 2, tokens=10, tok_per_s_own=500.0, ttft_ms_own=2.0)
+    graph = serve.ServeRow("m", "npu_dynamic", 2, tokens=10, tok_per_s_own=200.0,
+                           ttft_ms_own=9.0, vs_eager=0.5, ttft_vs_eager=1.5)
+    failed = serve.ServeRow("m", "npu_exact", 2, error="boom")
+    serve.scale_to_eager([eager, graph, failed])
+    assert (eager.tok_per_s, eager.ttft_ms, eager.vs_eager) == (500.0, 2.0, 1.0)
+    assert graph.tok_per_s == pytest.approx(250.0) and graph.ttft_ms == pytest.approx(3.0)
+    assert graph.tok_per_s_own == 200.0  # its own median stays beside it
+    assert failed.tok_per_s is None and failed.ttft_ms is None

@@ -319,3 +319,54 @@ def test_identity_makes_a_strided_view_dense_once():
     y = KERNELS["Identity"](t)
     assert y.is_contiguous() and torch.equal(y, t)
     assert y.reshape(2, 12).data_ptr() == y.data_ptr()
+
+
+# ---- reductions and Pow with constant axes / exponent ----------------------------------------
+@pytest.mark.parametrize("op,ref", [("ReduceMean", torch.mean), ("ReduceSum", torch.sum),
+                                    ("ReduceMax", torch.amax)])
+@pytest.mark.parametrize("axes,keep", [([-1], True), ([0, 2], False), (1, False)])
+def test_reduce_specialized_matches_generic_and_eager(op, ref, axes, keep):
+    x = torch.randn(3, 4, 5)
+    fn = SPECIALIZERS[op]([RUNTIME, axes], {"keep_dims": keep})
+    assert fn is not None
+    dims = axes if isinstance(axes, list) else [axes]
+    got = fn(x, torch.tensor(axes), keep_dims=keep)
+    assert torch.equal(got, ref(x, dims, keep))
+    assert torch.equal(got, KERNELS[op](x, torch.tensor(axes), keep_dims=keep))
+
+
+def test_reduce_specialized_empty_axes_reduce_nothing():
+    x = torch.randn(3, 4)
+    fn = SPECIALIZERS["ReduceSum"]([RUNTIME, []], {})
+    assert fn(x, torch.tensor([], dtype=torch.int64)) is x
+
+
+def test_reduce_not_specialized_for_runtime_axes():
+    assert SPECIALIZERS["ReduceMean"]([RUNTIME, RUNTIME], {}) is None
+
+
+@pytest.mark.parametrize("e", [2, 0.5, 3.0])
+def test_pow_specialized_matches_generic(e):
+    x = torch.rand(4, 6) + 0.1
+    fn = SPECIALIZERS["Pow"]([RUNTIME, e], {})
+    assert fn is not None
+    t = torch.tensor(e)
+    assert torch.equal(fn(x, t), KERNELS["Pow"](x, t))
+    assert torch.equal(fn(x, t), torch.pow(x, e))
+    s = torch.tensor(1.5)  # a 0-d base keeps the generic tensor-tensor path
+    assert torch.equal(fn(s, t), KERNELS["Pow"](s, t))
+
+
+def test_pow_not_specialized_for_tensor_exponent():
+    assert SPECIALIZERS["Pow"]([RUNTIME, [2.0, 3.0]], {}) is None
+    assert SPECIALIZERS["Pow"]([RUNTIME, RUNTIME], {}) is None
+
+
+def test_norm_graph_loads_specialized_reduce_and_pow():
+    x = torch.randn(2, 5, 8)
+    out, models = _compile(lambda t: t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6), x)
+    steps = {st.op.type: st for m in models for st in m.op_steps}
+    assert steps["ReduceMean"].fn is not KERNELS["ReduceMean"]
+    assert steps["Pow"].fn is not KERNELS["Pow"]
+    ref = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)

@@ -57,3 +57,39 @@ def _inputs(model, x, w):
 def test_packed_reshape_refuses_a_non_scalar_size():
     with pytest.raises(ValueError, match="expected 0-d int sizes"):
         shape_steps.packed_reshape(torch.zeros(6), [torch.tensor([2]), torch.tensor(3)])
+
+
+def _loaded_dynamic():
+    torch._dynamo.reset()
+    x, w = torch.randn(2, 5, 8), torch.randn(8, 4)
+    torch._dynamo.mark_dynamic(x, 1)
+    with record_graphs() as graphs:
+        torch.compile(_fn, backend="npu")(x, w)
+    ex = graphs[0].executor
+    return ex.device.acl.models[ex.model_id], w
+
+
+def test_generated_code_reshapes_inline_and_converts_each_size_once():
+    loaded, w = _loaded_dynamic()
+    model = HostModel(loaded.graph, loaded.allocator, fuse_attention=True)
+    x = torch.randn(2, 7, 8)
+    out = model.execute(_inputs(loaded, x, w))
+    assert torch.equal(out[0], _fn(x, w))
+    src = model.codegen_source
+    merged = [st for st in model.steps if st.fn is shape_steps.packed_reshape]
+    assert merged and src.count(".reshape((") == len(merged)
+    sized = [line.split("=")[0].strip() for line in src.splitlines()
+             if "= scalar_size(" in line]
+    assert sized and len(sized) == len(set(sized))  # one conversion per size slot
+
+
+def test_generated_code_refuses_a_non_scalar_size():
+    """The size check moved to one conversion per slot: still an error naming the op."""
+    from npu_inductor.runtime.host_model import HostExecutionError
+
+    loaded, w = _loaded_dynamic()
+    model = HostModel(loaded.graph, loaded.allocator, fuse_attention=True)
+    x = torch.randn(2, 3, 8)
+    inputs = [t if t.dim() else torch.tensor([3]) for t in _inputs(loaded, x, w)]
+    with pytest.raises(HostExecutionError, match=r"Reshape.*expected 0-d int sizes"):
+        model.execute(inputs)

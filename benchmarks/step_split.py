@@ -1,0 +1,139 @@
+"""Where a warm decode step of the serving stream goes, layer by layer.
+
+    python -m npu_inductor.benchmarks.step_split [--static]
+
+The zoo decoder's ``Llama.decode`` (``LlamaDecode``, as ``npu-bench --mode serve`` compiles
+it: ``dynamic=True``; ``--static``: ``dynamic=False`` at one cache length) is called over
+and over after its compile, with CPU timers at each boundary between the layers a call
+crosses:
+
+* ``dynamo + aot``: Dynamo's guards and frame, AOTAutograd's runtime wrappers and the
+  boxed runner around our graph (the call minus ``CompiledGraph.__call__``); ``dynamo +
+  aot, graph stubbed`` is the same with the graph's outputs returned at once (what these
+  layers cost with hot caches);
+* ``compile_fx glue``: ``CompiledGraph.__call__`` around the executor (inputs, outputs);
+* ``executor glue``: the device executor around the host model (binding buffers);
+* ``host model``: the host device running the GE graph's ops (kernels and the Python
+  that dispatches them; runtime/host_model.py).
+
+``eager`` is the same step uncompiled, timed interleaved with the compiled one. CPU time
+(``time.process_time``), median over ``passes`` passes of ``calls`` calls, in ms per call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from npu_inductor import compile_fx
+from npu_inductor.benchmarks.zoo import Llama, LlamaDecode
+from npu_inductor.runtime import host_model
+
+
+@contextlib.contextmanager
+def _timers(targets: list[tuple[Any, str]]) -> Iterator[list[float]]:
+    """CPU seconds spent inside each ``(owner, method)``, in a list in that order."""
+    spent, saved = [0.0] * len(targets), []
+    for i, (owner, name) in enumerate(targets):
+        saved.append((owner, name, owner.__dict__.get(name)))
+        setattr(owner, name, _timed(getattr(owner, name) if saved[-1][2] is None
+                                    else saved[-1][2], spent, i))
+    try:
+        yield spent
+    finally:
+        for owner, name, original in saved:
+            if original is None:  # an instance's method: drop the timer, the class's shows
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+
+
+def _timed(fn: Callable[..., Any], spent: list[float], i: int) -> Any:
+    def run(*args: Any) -> Any:
+        start = time.process_time()
+        try:
+            return fn(*args)
+        finally:
+            spent[i] += time.process_time() - start
+    return run
+
+
+def _median_ms(samples: list[float], calls: int) -> float:
+    return statistics.median(samples) / calls * 1e3
+
+
+def decode_split(model: Llama, past: int = 30, dynamic: bool = True, passes: int = 7,
+                 calls: int = 100) -> dict[str, float]:
+    """ms per warm decode call in each layer (module docstring), and eager's."""
+    import torch.fx.experimental._config as fx_config
+
+    k = torch.randn(len(model.layers), 1, model.layers[0].kv_heads, past, model.layers[0].d)
+    tok, v = torch.tensor([[1]]), torch.randn_like(k)
+    torch._dynamo.reset()
+    with torch.no_grad(), fx_config.patch(backed_size_oblivious=True), \
+            compile_fx.recording(compile_fx.COMPILE_HOOKS) as graphs:
+        step = torch.compile(LlamaDecode(model), backend="npu", dynamic=dynamic)
+        step(tok, k, v)
+        executor = graphs[-1].executor
+        rows: dict[str, list[float]] = {}
+        for _ in range(passes):
+            with _timers([(compile_fx.CompiledGraph, "__call__"), (executor, "run"),
+                          (host_model.HostModel, "execute")]) as inner:
+                full = _clock(lambda: step(tok, k, v), calls)
+            eager = _clock(lambda: model.decode(tok, k, v), calls)
+            for name, value in (("call", full), ("dynamo + aot", full - inner[0]),
+                                ("compile_fx glue", inner[0] - inner[1]),
+                                ("executor glue", inner[1] - inner[2]),
+                                ("host model", inner[2]), ("eager", eager)):
+                rows.setdefault(name, []).append(value)
+        rows["dynamo + aot, graph stubbed"] = _stubbed(step, tok, k, v, passes, calls)
+    split = {name: _median_ms(values, calls) for name, values in rows.items()}
+    split["ge ops"] = float(len(graphs[-1].lowered.graph.ops))
+    return split
+
+
+def _clock(fn: Callable[[], Any], calls: int) -> float:
+    start = time.process_time()
+    for _ in range(calls):
+        fn()
+    return time.process_time() - start
+
+
+def _stubbed(step: Callable[..., Any], tok: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+             passes: int, calls: int) -> list[float]:
+    """The call with ``CompiledGraph`` returning its first outputs again at once."""
+    original, result = compile_fx.CompiledGraph.__call__, []
+
+    def at_once(self: Any, args: list[Any]) -> list[Any]:
+        if not result:
+            result.extend(original(self, args))
+        args.clear()
+        return list(result)
+
+    compile_fx.CompiledGraph.__call__ = at_once
+    try:
+        return [_clock(lambda: step(tok, k, v), calls) for _ in range(passes)]
+    finally:
+        compile_fx.CompiledGraph.__call__ = original
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--static", action="store_true", help="dynamic=False (one cache length)")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = Llama(vocab=1000, hidden=128, heads=4, kv_heads=2, layers=2, ffn=256,
+                  max_pos=71).eval()  # serve.py's decoder for --max-len 64 --max-new 6
+    for name, ms in decode_split(model, dynamic=not args.static).items():
+        print(f"{name:32s} {ms:8.3f}" + ("" if name == "ge ops" else " ms"))
+
+
+if __name__ == "__main__":
+    main()

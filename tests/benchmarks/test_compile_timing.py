@@ -1,0 +1,43 @@
+"""Timing tools that need a real compile: ``measure.compile_clock`` and the decode-step
+split of ``benchmarks/step_split.py`` (tiny graphs; no assert on how long anything took)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from npu_inductor import compile_fx
+from npu_inductor.benchmarks.measure import compile_clock, timed
+from npu_inductor.benchmarks.step_split import decode_split
+from npu_inductor.benchmarks.zoo import Llama
+
+
+def test_compile_clock_times_the_compile_once_and_not_the_calls() -> None:
+    f = torch.compile(lambda x: torch.relu(x) * 2, backend="npu")
+    x = torch.randn(4)
+    with timed() as block, compile_clock() as clock:
+        f(x)
+    # nearly all of the block is the compile; counted twice (Dynamo's callback around our
+    # backend's functions) it would exceed the block
+    assert 0.5 * block.cpu < clock.cpu <= block.cpu
+    with compile_clock() as warm:
+        f(x)
+    assert warm.cpu == 0.0 and warm.wall == 0.0
+    from npu_inductor import backend
+    assert backend.compile_fx_graph.__name__ == "compile_fx_graph"
+    assert not hasattr(backend.compile_fx_graph, "__wrapped__")  # restored
+
+
+@pytest.mark.slow  # one small decode compile
+def test_decode_split_times_every_layer_and_restores_them() -> None:
+    before = compile_fx.CompiledGraph.__call__
+    torch.manual_seed(0)
+    model = Llama(vocab=16, hidden=16, heads=4, kv_heads=2, layers=1, ffn=16, max_pos=8).eval()
+    split = decode_split(model, past=3, dynamic=False, passes=1, calls=3)
+    layers = ("dynamo + aot", "compile_fx glue", "executor glue", "host model")
+    assert set(split) == {"call", "eager", "dynamo + aot, graph stubbed", "ge ops", *layers}
+    # every timer was crossed (a layer the call skips would leave the host model at 0 and
+    # its time in the layer above)
+    assert split["host model"] > 0 and split["ge ops"] > 0
+    assert all(split[name] >= 0 for name in layers), split
+    assert compile_fx.CompiledGraph.__call__ is before
