@@ -88,8 +88,17 @@ def _op(name: str) -> Any:
     return getattr(getattr(aten, packet), overload)
 
 
+# The same aten ops called as Tensor methods (their positional arguments are the op's):
+# a training forward replays ~50 saved views per call, and an OpOverload call costs
+# several times the method's Python overhead.
+_METHODS = {"detach.default": torch.Tensor.detach, "t.default": torch.Tensor.t,
+            "reshape.default": torch.Tensor.reshape, "transpose.int": torch.Tensor.transpose,
+            "permute.default": torch.Tensor.permute, "unsqueeze.default": torch.Tensor.unsqueeze,
+            "select.int": torch.Tensor.select, "squeeze.dim": torch.Tensor.squeeze}
+
+
 def replay(t: torch.Tensor, chain: Any) -> torch.Tensor:
     """Apply a recorded chain (tuples, or the lists a JSON cache entry gives back)."""
     for name, args in chain:
-        t = _op(name)(t, *args)
+        t = (_METHODS.get(name) or _op(name))(t, *args)
     return t

@@ -138,4 +138,7 @@ def cast(x, dst_type, out=None):
 
 @kernel("Identity")
 def identity(x):
-    return x
+    """A GE tensor is dense: a strided host view (a Transpose result) is made contiguous
+    here, once, rather than by each Reshape that reads the Identity (aten.clone lowers to
+    it: the backward's ``clone`` of a transposed gradient feeds two Reshapes)."""
+    return x if x.is_contiguous() else x.contiguous()

@@ -85,3 +85,23 @@ def test_a_written_input_is_not_replayed():
     assert split_view(view) == (view, ())  # the output must be the value before the write
     view_of_x = g.call_function(aten.t.default, (x,))
     assert split_view(view_of_x) == (x, (("t.default", ()),))
+
+
+def test_replay_methods_are_the_recorded_aten_ops():
+    """The Tensor methods ``replay`` calls for speed give what the recorded aten op gives
+    (same values, sizes, strides, storage offset and base), autograd history included."""
+    from npu_inductor.lowering import output_views as ov
+
+    cases = {"detach.default": (), "t.default": (), "reshape.default": ([4, 6],),
+             "transpose.int": (0, 1), "permute.default": ([1, 0],),
+             "unsqueeze.default": (1,), "select.int": (1, 2), "squeeze.dim": (0,)}
+    assert set(cases) == set(ov._METHODS)
+    for name, args in cases.items():
+        base = torch.randn(6, 4, requires_grad=True) * 1  # a non-leaf: grad_fn kept
+        x = base[None] if name == "squeeze.dim" else base
+        got, want = ov.replay(x, ((name, args),)), ov._op(name)(x, *args)
+        assert got.shape == want.shape and got.stride() == want.stride(), name
+        assert got.storage_offset() == want.storage_offset(), name
+        assert got.data_ptr() == want.data_ptr() and torch.equal(got, want), name
+        assert got.requires_grad == want.requires_grad, name
+        assert type(got.grad_fn) is type(want.grad_fn), name

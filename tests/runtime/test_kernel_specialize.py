@@ -296,6 +296,31 @@ def test_layer_norm_kernel_takes_a_pre_decoded_shape():
         assert all(torch.equal(a, r) for a, r in zip(got, ref))
 
 
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-6), (torch.bfloat16, 1e-2)])
+def test_swiglu_grad_kernel_matches_autograd(dtype, tol):
+    """SwiGluGrad: d/dx of silu(a) * b for x = cat(a, b), against float64 autograd."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 5, 12, generator=g).to(dtype)
+    dy = torch.randn(2, 5, 6, generator=g).to(dtype)
+    ref = x.double().requires_grad_()
+    a, b = ref.chunk(2, -1)
+    (F.silu(a) * b).backward(dy.double())
+    got = fused.swiglu_grad(dy, x)
+    assert got.dtype == dtype and got.shape == x.shape and got.is_contiguous()
+    torch.testing.assert_close(got.double(), ref.grad, rtol=tol, atol=tol)
+
+
+def test_identity_makes_a_strided_view_dense_once():
+    """GE tensors are dense: Identity of a strided view is a contiguous copy (its readers
+    then reshape it for free); of a dense tensor, the tensor itself."""
+    x = torch.randn(2, 3, 4)
+    assert KERNELS["Identity"](x) is x
+    t = x.transpose(1, 2)
+    y = KERNELS["Identity"](t)
+    assert y.is_contiguous() and torch.equal(y, t)
+    assert y.reshape(2, 12).data_ptr() == y.data_ptr()
+
+
 # ---- reductions and Pow with constant axes / exponent ----------------------------------------
 @pytest.mark.parametrize("op,ref", [("ReduceMean", torch.mean), ("ReduceSum", torch.sum),
                                     ("ReduceMax", torch.amax)])
