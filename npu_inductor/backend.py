@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch._dynamo.backends.common import aot_autograd
 
-from npu_inductor import aot_cache, bucket_frames
+from npu_inductor import aot_cache, bucket_frames, unspec_floats
 from npu_inductor.buckets import (
     BucketedDim,
     BucketedGraph,
@@ -45,6 +45,7 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
         config = with_device_soc(resolve(options))
         warn_if_name_clash()
         check_devices(gm, example_inputs)
+        unspec_floats.specialize_module_floats(gm)  # a module's eps: a constant (restarts)
         dims = find_bucketed_dims(gm, example_inputs, config)
         static = [] if dims else static_bucketed_dims(gm, example_inputs, config)
         training = _training(example_inputs)
