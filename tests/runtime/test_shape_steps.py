@@ -18,16 +18,25 @@ def _fn(x, w):
     return (torch.relu(x) @ w).transpose(0, 1).reshape(x.shape[1], -1)
 
 
-def test_reshape_of_pack_runs_as_one_step():
+def _compiled_dynamic(fn, x, *rest):
+    """The loaded GE graph of ``fn`` compiled with ``x``'s dim 1 dynamic."""
     torch._dynamo.reset()
-    x, w = torch.randn(2, 5, 8), torch.randn(8, 4)
     torch._dynamo.mark_dynamic(x, 1)
     with record_graphs() as graphs:
-        torch.compile(_fn, backend="npu")(x, w)
+        torch.compile(fn, backend="npu")(x, *rest)
     ex = graphs[0].executor
-    loaded = ex.device.acl.models[ex.model_id]
-    plain = HostModel(loaded.graph, loaded.allocator, fuse_attention=False)
-    fused = HostModel(loaded.graph, loaded.allocator, fuse_attention=True)
+    return ex.device.acl.models[ex.model_id]
+
+
+def _plain_and_fused(loaded):
+    return (HostModel(loaded.graph, loaded.allocator, fuse_attention=False),
+            HostModel(loaded.graph, loaded.allocator, fuse_attention=True))
+
+
+def test_reshape_of_pack_runs_as_one_step():
+    w = torch.randn(8, 4)
+    loaded = _compiled_dynamic(_fn, torch.randn(2, 5, 8), w)
+    plain, fused = _plain_and_fused(loaded)
     packs = [st for st in plain.steps if st.op.type == "Pack"]
     merged = [st for st in fused.steps if st.fn is shape_steps.packed_reshape]
     assert packs and len(merged) == len(packs)
@@ -60,13 +69,8 @@ def test_packed_reshape_refuses_a_non_scalar_size():
 
 
 def _loaded_dynamic():
-    torch._dynamo.reset()
-    x, w = torch.randn(2, 5, 8), torch.randn(8, 4)
-    torch._dynamo.mark_dynamic(x, 1)
-    with record_graphs() as graphs:
-        torch.compile(_fn, backend="npu")(x, w)
-    ex = graphs[0].executor
-    return ex.device.acl.models[ex.model_id], w
+    w = torch.randn(8, 4)
+    return _compiled_dynamic(_fn, torch.randn(2, 5, 8), w), w
 
 
 def test_generated_code_reshapes_inline_and_converts_each_size_once():
@@ -112,15 +116,9 @@ def _sized(x, table):
 def test_size_of_a_tensor_runs_as_one_step():
     """GatherV2(Shape(t), i, 0) (a size read off a tensor) is one DimSize step, same
     results as the two ops for every size."""
-    torch._dynamo.reset()
-    x, table = torch.randn(2, 5, 8), torch.randn(16, 4)
-    torch._dynamo.mark_dynamic(x, 1)
-    with record_graphs() as graphs:
-        torch.compile(_sized, backend="npu")(x, table)
-    ex = graphs[0].executor
-    loaded = ex.device.acl.models[ex.model_id]
-    plain = HostModel(loaded.graph, loaded.allocator, fuse_attention=False)
-    fused = HostModel(loaded.graph, loaded.allocator, fuse_attention=True)
+    table = torch.randn(16, 4)
+    loaded = _compiled_dynamic(_sized, torch.randn(2, 5, 8), table)
+    plain, fused = _plain_and_fused(loaded)
     gathers = [st for st in plain.steps if st.op.type == "GatherV2"]
     sized = [st for st in fused.steps if isinstance(st.fn, shape_steps.DimSize)]
     assert gathers and len(sized) == len(gathers)
