@@ -160,7 +160,7 @@ def run_all(args: argparse.Namespace, settings: Settings, models: list[ZooModel]
     rows: list[Row] = []
     with progress_display(len(todo) + ("dynamic" in modes)) as (advance, describe):
         describe("priming backends (one-time imports)")
-        prime(backends)
+        prime(backends, train="training" in modes)
         for entry, mode in todo:
             rows += run_case(entry, mode, backends, settings, describe)
             advance()

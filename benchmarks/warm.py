@@ -166,9 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         with torch.set_grad_enabled(case.train):  # the grad mode step_fn calls it in
             return precompile(m, inputs, options=job["options"])
 
-    prime([Backend(backend, wrap, npu=backend == "npu")])  # Dynamo's one-time costs too
+    prime([Backend(backend, wrap, npu=backend == "npu")], case.train)  # Dynamo's too
     if precompiled:  # precompile's imports (the prime above traced with Dynamo: not skipped)
-        prime([Backend(backend, lambda m: wrap_model(m, (torch.randn(4, 4),)), npu=True)])
+        prime([Backend(backend, lambda m: wrap_model(m, (torch.randn(4, 4),)), npu=True)],
+              case.train)
     COUNTERS.clear()
     model = case.model
     opt = torch.optim.SGD(model.parameters(), lr=settings.lr) if case.train else None

@@ -153,3 +153,6 @@ def test_prime_runs_a_training_step_with_a_compiled_optimizer_step() -> None:
     module, step = wrapped
     assert isinstance(module, torch.nn.Linear) and module.weight.grad is not None
     assert isinstance(step.__self__, torch.optim.SGD) and step.__func__.__name__ == "step"
+    wrapped.clear()
+    prime([Backend("eager", wrap)], train=False)  # inference runs: the forward alone
+    assert len(wrapped) == 1 and wrapped[0].weight.grad is None
