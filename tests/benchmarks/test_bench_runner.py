@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from npu_inductor.benchmarks.dynamic import padding_overhead
-from npu_inductor.benchmarks.runner import Backend, Settings, make_backends, run_case
+from npu_inductor.benchmarks.runner import Backend, Settings, make_backends, prime, run_case
 from npu_inductor.benchmarks.zoo import ZOO, ZooModel
 
 
@@ -94,3 +94,18 @@ def test_training_rows_report_step_cpu_time() -> None:
     table = format_markdown(rows, TRAINING)
     assert "| step cpu ms | cpu vs eager |" in table
     assert f"{npu.step_cpu_ms:.3f}" in table
+
+
+def test_prime_runs_a_training_step_with_a_compiled_optimizer_step() -> None:
+    """``prime`` hands the backend a module and then the optimizer's ``step`` (so Dynamo's
+    optimizer imports land outside the timed compile) after a backward."""
+    wrapped: list = []
+
+    def wrap(fn):
+        wrapped.append(fn)
+        return fn
+
+    prime([Backend("eager", wrap)])
+    module, step = wrapped
+    assert isinstance(module, torch.nn.Linear) and module.weight.grad is not None
+    assert isinstance(step.__self__, torch.optim.SGD) and step.__func__.__name__ == "step"
