@@ -327,18 +327,23 @@ class AttentionGradKernel:
         """The chain's ops as the op kernels compute them (the same torch calls, the same
         roundings), without the per-step work of the executor; the scores are updated in
         place. ``band``: add the causal band the fused mask program built."""
-        qs = q * self.scale if self.scale != 1.0 else q
-        s = torch.matmul(qs, k.mT).view(view)
+        bh = math.prod(q.shape[:-2])
+        q3, k3, v3, do3 = (x.reshape(bh, *x.shape[-2:]) for x in (q, k, v, do))
+        # torch.matmul of >2-D operands is this bmm on the flattened batch (and the Mul
+        # kernel's q * c, the scale's bits as a Python float)
+        s = torch.bmm(q3 * self.scale if self.scale != 1.0 else q3, k3.mT)
+        sv = s.view(view)
         if band:
-            s.add_(_band(view[-2], view[-1]))
+            sv.add_(_band(view[-2], view[-1]))
         for m in masks:
-            s.add_(m)
-        p = torch.softmax(s, -1).view(q.shape[:-1] + k.shape[-2:-1])
-        gv = torch.matmul(p.mT, do)
-        ds = _SOFTMAX_BWD(torch.matmul(do, v.mT), p, -1, torch.float32)
+            sv.add_(m)
+        p = torch.softmax(sv, -1).view(s.shape)
+        gv = torch.bmm(p.mT, do3)
+        ds = _SOFTMAX_BWD(torch.bmm(do3, v3.mT), p, -1, torch.float32)
         if self.scale != 1.0:
             ds.mul_(self.scale)
-        return gv, torch.matmul(ds, k), torch.matmul(ds.mT, q)
+        return (gv.view(k.shape[:-1] + v.shape[-1:]), torch.bmm(ds, k3).view(q.shape),
+                torch.bmm(ds.mT, q3).view(k.shape))
 
     def op_by_op(self, *values) -> tuple:
         """The chain's own kernels, one after the other (what an unfused graph runs)."""
