@@ -130,7 +130,9 @@ def find_grad_chains(steps: list, graph_outputs: set[int],
         if st.op.type == "SoftmaxGrad" and st.compute is None \
                 and st.sigs[0][0] == torch.float32:
             m = _match(steps, i, users_of, producer, inner, consts)
-            if m is not None and _in_time(steps, users_of, m):
+            # every op of the chain in its own dtype (precision_mode moved none of them)
+            if m is not None and _in_time(steps, users_of, m) \
+                    and all(steps[j].compute is None for j in m.indices):
                 out.append(m)
     return out
 
@@ -293,7 +295,7 @@ class AttentionGradKernel:
     def fast(self, q, k, v, do, shape1, shape2, masks, limits=()) -> Any:
         """(dv, dq, dk) from two flash calls (long sequences, causal or no mask) or the
         chain's math as direct torch calls, or None when a run-time check fails."""
-        if not _same_batch(q, k, v) or do.dtype != q.dtype or \
+        if not _same_batch(q, tuple(q.shape), k, v) or do.dtype != q.dtype or \
                 any(x.dtype != q.dtype for x in masks):
             return None
         *b, mq, d = q.shape
