@@ -67,6 +67,10 @@ _STATS = {"fast": 0, "fallback": 0}  # calls of fused backward steps by path
 # from this many keys on the flash kernels (online softmax, causal blocks skipped) beat the
 # direct calls on this CPU (1 thread; 32 keys: 233 against 264 us, 256: 9.9 against 9.4 ms)
 FLASH_MIN_KEYS = 256
+# chains with fewer (static) keys stay op by op: there the executor's steps, writing into
+# the workspace with out=, cost no more than the fused step (llama_prefill's backward, 32
+# keys, hot replays: 13.1 ms op by op against 13.7 ms fused); dynamic key counts fuse
+FUSE_MIN_KEYS = 256
 
 
 def stats() -> dict[str, int]:
@@ -130,7 +134,11 @@ def find_grad_chains(steps: list, graph_outputs: set[int],
         if st.op.type == "SoftmaxGrad" and st.compute is None \
                 and st.sigs[0][0] == torch.float32:
             m = _match(steps, i, users_of, producer, inner, consts)
-            if m is not None and _in_time(steps, users_of, m):
+            # every op of the chain in its own dtype (precision_mode moved none of them)
+            keys = steps[m.bmm1].sigs[0][1][-1] if m is not None else 0
+            if m is not None and _in_time(steps, users_of, m) \
+                    and (keys < 0 or keys >= FUSE_MIN_KEYS) \
+                    and all(steps[j].compute is None for j in m.indices):
                 out.append(m)
     return out
 

@@ -228,19 +228,14 @@ def flash_attention_score_grad(query, key, value, dy, pse_shift=None, drop_mask=
 # ---- backward ops of the training fusions ---------------------------------------------------
 @kernel("RmsNormGrad")
 def rms_norm_grad(dy, x, rstd, gamma):
-    """(dx, dgamma in fp32) of y = x * rstd * gamma, computed in fp32:
+    """(dx, dgamma in fp32) of y = x * rstd * gamma, computed in fp32 (updated in place):
     dx = rstd * (dn - normed * mean(dn * normed)), dn = dy * gamma, normed = x * rstd."""
-    if x.dtype == dy.dtype == gamma.dtype == torch.float32:  # no casts; updated in place,
-        normed = x * rstd                                     # the same roundings
-        dn = dy * gamma
-        mean = (dn * normed).mean(-1, keepdim=True)
-        dgamma = (dy * normed).reshape(-1, x.shape[-1]).sum(0)
-        return dn.sub_(normed.mul_(mean)).mul_(rstd), dgamma
-    xf, dyf = x.float(), dy.float()
-    normed = xf * rstd
+    dyf = dy.float()
+    normed = x.float() * rstd
     dn = dyf * gamma.float()
-    dx = rstd * (dn - normed * (dn * normed).mean(-1, keepdim=True))
-    return dx.to(x.dtype), (dyf * normed).reshape(-1, x.shape[-1]).sum(0)
+    mean = (dn * normed).mean(-1, keepdim=True)
+    dgamma = (dyf * normed).reshape(-1, x.shape[-1]).sum(0)
+    return dn.sub_(normed.mul_(mean)).mul_(rstd).to(x.dtype), dgamma
 
 
 def _reduce_to(t, shape):
@@ -257,16 +252,16 @@ def rotary_position_embedding_grad(dy, cos, sin, x=None, mode=0):
     dsin = dy * rotate_half(x) reduced to cos's shape (zeros without ``x``)."""
     if mode != 0:
         raise ValueError(f"RotaryPositionEmbeddingGrad: mode {mode} is not implemented here")
-    if x is None and dy.dtype == cos.dtype == sin.dtype == torch.float32 \
-            and dy.shape[-1] % 2 == 0:
+    h = dy.shape[-1] // 2
+    if x is None and dy.shape[-1] % 2 == 0:
         # rotate_half^T(g) = cat(g2, -g1) = roll(g, d/2) * -sign: dy * cos plus
-        # roll(dy) * roll(sin) * -sign, one in-place addcmul (sign flips are exact); the
-        # unused dcos / dsin are zeros without a buffer of their own (expanded)
-        h = dy.shape[-1] // 2
-        dx = torch.mul(dy, cos).addcmul_(dy.roll(h, -1), _signed_sin(sin.roll(h, -1)),
-                                         value=-1)
-        zero = dy.new_zeros(())
-        return dx, zero.expand(cos.shape), zero.expand(sin.shape)
+        # roll(dy) * roll(sin) * -sign, one in-place addcmul (sign flips are exact), in
+        # fp32; the unused dcos / dsin are zeros without a buffer of their own (expanded)
+        dyf = dy.float()
+        dx = torch.mul(dyf, cos.float()).addcmul_(
+            dyf.roll(h, -1), _signed_sin(sin.float().roll(h, -1)), value=-1)
+        zero = cos.new_zeros(())
+        return dx.to(dy.dtype), zero.expand(cos.shape), zero.expand(sin.shape)
     g = dy.float() * sin.float()
     g1, g2 = g.chunk(2, dim=-1)
     dx = (dy.float() * cos.float() + torch.cat((g2, -g1), dim=-1)).to(dy.dtype)
@@ -280,17 +275,15 @@ def rotary_position_embedding_grad(dy, cos, sin, x=None, mode=0):
 
 @kernel("SwiGluGrad")
 def swiglu_grad(y_grad, x, dim=-1):
-    if x.dtype == y_grad.dtype == torch.float32:  # both halves written in place, no cat
-        a, b = x.chunk(2, dim=dim)
-        out = torch.empty(x.shape, dtype=x.dtype)
-        da, db = out.chunk(2, dim=dim)
-        torch.mul(y_grad, F.silu(a), out=db)
-        torch.ops.aten.silu_backward.grad_input(y_grad * b, a, grad_input=da)
-        return out
+    """Both halves written in place (fp32; fp16/bf16 computed in fp32, rounded once):
+    d(silu(a) * b) = (silu'(a) * dy * b, silu(a) * dy), no cat."""
     a, b = (t.float() for t in x.chunk(2, dim=dim))
     dyf = y_grad.float()
-    s = torch.sigmoid(a)
-    return torch.cat((dyf * b * s * (1 + a * (1 - s)), dyf * a * s), dim=dim).to(x.dtype)
+    out = torch.empty(x.shape, dtype=torch.float32)
+    da, db = out.chunk(2, dim=dim)
+    torch.mul(dyf, F.silu(a), out=db)
+    torch.ops.aten.silu_backward.grad_input(dyf * b, a, grad_input=da)
+    return out.to(x.dtype)
 
 
 def _grouped_lists(xs, ws, bias, ends, split_item, transpose_weight, transpose_x, group_type):

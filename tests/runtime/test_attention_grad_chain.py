@@ -67,6 +67,18 @@ def _chains(model):
     return [st for st in model.steps if isinstance(st.fn, agc.AttentionGradKernel)]
 
 
+@pytest.fixture(autouse=True)
+def _short_chains_fuse(monkeypatch):
+    """Short static chains stay op by op by default (FUSE_MIN_KEYS); fused here to test."""
+    monkeypatch.setattr(agc, "FUSE_MIN_KEYS", 1)
+
+
+def test_short_static_chain_stays_op_by_op(causal_backward, monkeypatch):
+    model, _ = causal_backward
+    monkeypatch.setattr(agc, "FUSE_MIN_KEYS", 256)
+    assert not _chains(HostModel(model.graph, model.allocator, fuse_attention=True))
+
+
 @pytest.fixture(scope="module")
 def causal_backward():
     return _backward_graph(_gqa_causal, *_qkv())

@@ -1,5 +1,5 @@
 """Host kernels of the training fusions' backward ops (runtime/kernels/fused.py) against
-float64 autograd of the forward formulas they differentiate: RmsNormGrad and
+float64 autograd of the forward formulas they differentiate: RmsNormGrad, SwiGluGrad and
 RotaryPositionEmbeddingGrad (rotate-half, no x: dx only, dcos / dsin zeros)."""
 
 import pytest
@@ -41,3 +41,13 @@ def test_rotary_grad_without_x_matches_float64_autograd(dtype):
     torch.testing.assert_close(dx.double(), x.grad, **TOL[dtype])
     for z, ref in ((dcos, cos), (dsin, sin)):
         assert z.shape == ref.shape and z.dtype == dtype and not z.any()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_swiglu_grad_matches_float64_autograd(dtype):
+    x, dy = _rand(2, 5, 12, seed=1).requires_grad_(), _rand(2, 5, 6, seed=2)
+    a, b = x.chunk(2, -1)
+    (torch.nn.functional.silu(a) * b).backward(dy)
+    dx = KERNELS["SwiGluGrad"](dy.to(dtype), x.detach().to(dtype), dim=-1)
+    assert dx.dtype == dtype and dx.shape == x.shape
+    torch.testing.assert_close(dx.double(), x.grad, **TOL[dtype])
