@@ -311,15 +311,19 @@ class AttentionChainKernel:
         _STATS["fallback"] += 1
         return self.op_by_op(q, k, v, shape1, shape2, masks, limits, extras)
 
-    def fast(self, q, k, v, shape1, shape2, masks, limits=()) -> Any:
-        """One flash-attention call, or None when a run-time check fails."""
+    def fast(self, q, k, v, shape1, shape2, masks, limits=(), q_shape=None, q_scale=1.0,
+             out_shape=None) -> Any:
+        """One flash-attention call, or None when a run-time check fails. ``q_shape``:
+        ``q`` is to be read as reshaped to it, ``q_scale`` times (``attention_edges.py``);
+        ``out_shape``: the result reshaped to it."""
         if not self.k_adj:  # BatchMatMulV2(q, k, adj_x2) takes k as [S, D], else k^T
             k = k.mT
         if self.v_adj:
             v = v.mT
-        if not _same_batch(q, k, v) or any(m.dtype != q.dtype for m in masks):
+        qs = tuple(q.shape) if q_shape is None else tuple(q_shape)
+        if not _same_batch(q, qs, k, v) or any(m.dtype != q.dtype for m in masks):
             return None
-        *b, mq, d = q.shape
+        *b, mq, d = qs
         s, dv = k.shape[-2], v.shape[-1]
         scores = (*b, mq, s)
         if k.shape[-1] != d or v.shape[-2] != s or 0 in (mq, s, d) or (
@@ -351,10 +355,11 @@ class AttentionChainKernel:
         if isinstance(mask, torch.Tensor):
             mask = _unit_last(mask.reshape(nb, nh * g, lq, s) if mask.dim() == 4 else mask)
         if mask is CAUSAL or mask is None:
-            out, lse = _FLASH(q4, k4, v4, 0.0, mask is CAUSAL, scale=self.scale)
+            out, lse = _FLASH(q4, k4, v4, 0.0, mask is CAUSAL, scale=self.scale * q_scale)
         else:
-            out, lse = _FLASH(q4, k4, v4, 0.0, False, attn_mask=mask, scale=self.scale)
-        out = out.reshape(*b, mq, dv)
+            out, lse = _FLASH(q4, k4, v4, 0.0, False, attn_mask=mask,
+                              scale=self.scale * q_scale)
+        out = out.reshape(*b, mq, dv) if out_shape is None else out.reshape(out_shape)
         if self.lse_keep is None:
             return out
         # flash's logsumexp [bk, g, Lq] is over the scale * q k^T + mask rows, as the
@@ -384,9 +389,10 @@ def _sizes(shape: Any) -> list[int]:
     return shape if isinstance(shape, list) else shape.tolist()
 
 
-def _same_batch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    return (q.dim() >= 3 and q.dim() == k.dim() == v.dim() and q.dtype == torch.float32
-            and k.dtype == v.dtype == q.dtype and q.shape[:-2] == k.shape[:-2] == v.shape[:-2])
+def _same_batch(q: torch.Tensor, qs: tuple, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """``qs``: the shape ``q`` is read as."""
+    return (len(qs) >= 3 and len(qs) == k.dim() == v.dim() and q.dtype == torch.float32
+            and k.dtype == v.dtype == q.dtype and qs[:-2] == k.shape[:-2] == v.shape[:-2])
 
 
 def _combined(masks: list, view: tuple, bk: int, g: int) -> Any:

@@ -30,7 +30,13 @@ import torch
 from npu_inductor.ge.device_rules import check_graph, input_index_by_name
 from npu_inductor.ge.ir import Graph, OpNode
 from npu_inductor.ge.op_specs import get_spec
-from npu_inductor.runtime import assign_steps, attention_chain, shape_steps
+from npu_inductor.runtime import (
+    assign_steps,
+    attention_chain,
+    attention_edges,
+    attention_grad_chain,
+    shape_steps,
+)
 from npu_inductor.runtime.kernels import KERNELS, OUT_KERNELS, RUNTIME, SPECIALIZERS
 from npu_inductor.runtime.memory_plan import (
     ALIAS_OPS,
@@ -188,9 +194,12 @@ class HostModel:
             return steps
         outs = set(self.output_slots)
         steps = attention_chain.fuse_chains(steps, outs, self.consts)
+        steps = attention_grad_chain.fuse_grad_chains(steps, outs, self.consts)
         steps = assign_steps.fuse_assign_adds(steps, outs, set(self.data_slots))
         steps = shape_steps.fuse_dim_sizes(steps, outs, self.consts)
-        return shape_steps.fuse_reshape_packs(steps, outs)
+        steps = shape_steps.fuse_reshape_packs(steps, outs)
+        steps = attention_edges.fuse_rotary_copies(steps, outs)
+        return attention_edges.fuse_attention_edges(steps, outs, self.consts)
 
     def set_precision_mode(self, mode: str, soc: str) -> None:
         """Compute each op in the dtype ATC's ``precision_mode`` would pick on ``soc``
@@ -232,12 +241,13 @@ class HostModel:
         dests: dict[int, tuple] = {}
         use_out: list[bool] = []
         handed = _handed_over(self.steps, graph_outs, reads)
+        fresh = _fresh_attention(self.steps, graph_outs)
         for st in self.steps:
             src = (slots(st.args) or [None])[0]
             for s in st.outs:
                 if s in graph_outs:
                     dests[s] = ("graph",)
-                elif s in handed:  # its memory goes to the user through a view
+                elif s in handed or s in fresh:  # its memory goes to the user through a view
                     dests[s] = ("keep",)
                 elif not planned or st.op.type in ALIAS_OPS or (
                         st.op.type in VIEW_OPS and dests.get(src, ("x",))[0] != "ws"):
@@ -436,6 +446,15 @@ def _handed_over(steps: list[Step], graph_outs: set[int], reads: dict[int, int])
                 and args[0] not in graph_outs and fresh[args[0]].compute is None:
             out.add(args[0])
     return out
+
+
+def _fresh_attention(steps: list[Step], graph_outs: set[int]) -> set[int]:
+    """Results of attention chains with their output Reshape folded in
+    (``attention_edges.py``): flash's own memory viewed as ``[B, H, S, D]``, which the
+    Transpose + Reshape after it read as they are; copied into the workspace, both would
+    copy (kept out of the plan, as ``_handed_over``'s results)."""
+    return {st.outs[0] for st in steps if isinstance(st.fn, attention_edges.EdgeAttentionKernel)
+            and st.fn.reshape_out and st.outs[0] not in graph_outs}
 
 
 def _can_out(st: Step) -> bool:
