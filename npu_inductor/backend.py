@@ -50,8 +50,7 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
         static = [] if dims else static_bucketed_dims(gm, example_inputs, config)
         training = _training(example_inputs)
         if static and not training:
-            return EagerFirstCall(gm, functools.partial(
-                _compile, gm, example_inputs, config, dims), static)
+            return _eager_first_call(gm, example_inputs, config, static)
         if dims and not training:
             return _compile_bucketed(gm, example_inputs, config, dims)
         return _compile(gm, example_inputs, config, dims)
@@ -64,14 +63,31 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
 
 
 def _compile(gm: torch.fx.GraphModule, example_inputs: list[Any], config: NpuConfig,
-             dims: list[BucketedDim], refuse: str | None = None) -> Any:
-    cached = aot_cache.usable(config, bool(dims))
+             dims: list[BucketedDim], refuse: str | None = None,
+             eager_first: bool = False) -> Any:
+    cached = aot_cache.usable(config, bool(dims) or eager_first)
     # training: RMSNorm/rotary/SwiGLU fused with their GE backward ops, as AOTAutograd's
     # pre-grad pass (see fuse_in_place)
-    fuse = None if dims else functools.partial(fuse_in_place, config=config)
+    fuse = None if dims or eager_first else functools.partial(fuse_in_place, config=config)
     # freeze_parameters reads the real weights
     with real_inputs(example_inputs), aot_cache.scope(config, cached):
-        return make_aot_backend(config, dims, cached, fuse, refuse)(gm, example_inputs)
+        return make_aot_backend(config, dims, cached, fuse, refuse, eager_first)(
+            gm, example_inputs)
+
+
+def _eager_first_call(gm: torch.fx.GraphModule, example_inputs: list[Any], config: NpuConfig,
+                      labels: list[str]) -> Any:
+    """Configured bucket dims that Dynamo made static: the first call runs in eager (the next
+    size recompiles a general, bucketed graph). A fully static graph compiles on its second
+    call; a partly dynamic one (size 1 under ``dynamic=True``) goes through AOTAutograd now
+    (its symbols need Dynamo's context) and compiles lazily, keeping its symbols."""
+    if not any(isinstance(x, torch.SymInt) or (isinstance(x, torch.Tensor) and any(
+            isinstance(s, torch.SymInt) for s in x.shape)) for x in example_inputs):
+        return EagerFirstCall(gm, functools.partial(
+            _compile, gm, example_inputs, config, []), labels)
+    reason = (f"first call of {', '.join(labels)} ran in eager: Dynamo specialized size 1 "
+              "(the next size recompiles the general graph)")
+    return _compile(gm, example_inputs, config, [], refuse=reason, eager_first=True)
 
 
 def fuse_in_place(gm: torch.fx.GraphModule, example_inputs: list[Any],
@@ -150,7 +166,7 @@ def user_errors() -> tuple[type[Exception], ...]:
 
 def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None,
                      aot_cached: bool = False, pre_grad: Any = None,
-                     refuse: str | None = None) -> Any:
+                     refuse: str | None = None, eager_first: bool = False) -> Any:
     """AOTAutograd with our compilers; with bucketed ``dims`` inference graphs go through
     ``BucketedGraph`` (training graphs compile as they are: they are not bucketed).
     ``aot_cached``: the compilers return ``NpuOutputCode`` for AOTAutograd's cache;
@@ -168,11 +184,12 @@ def make_aot_backend(config: NpuConfig, dims: list[BucketedDim] | None = None,
                             **common)
     inference = functools.partial(compile_fn, kind="inference")
     forward = functools.partial(compile_fn, kind="forward")
-    if dims:
+    if dims or eager_first:
         static = inference
 
         def inference(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-            return BucketedGraph(gm, config, dims, compile_static=static, refuse=refuse)
+            return BucketedGraph(gm, config, dims, compile_static=static, refuse=refuse,
+                                 eager_first=eager_first)
 
         forward = _not_bucketed(forward, dims)
     return aot_autograd(

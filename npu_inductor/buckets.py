@@ -100,23 +100,33 @@ def _has_tagged(value: Any, depth: int = 2) -> bool:
     return False
 
 
-def _frame_has_tagged_input() -> bool:
-    """Does the frame Dynamo is compiling receive a set_buckets tensor? (Its locals are the
-    ``locals`` argument of ``torch._dynamo.convert_frame._compile``, up the stack.)"""
+def _compile_frame() -> Any:
+    """The frame of ``torch._dynamo.convert_frame._compile`` up the stack (its ``locals``
+    argument holds the locals of the frame Dynamo is compiling), or None."""
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "_compile" and "convert_frame" in frame.f_code.co_filename:
-            f_locals = frame.f_locals.get("locals")
-            return isinstance(f_locals, dict) and _has_tagged(list(f_locals.values()))
+            return frame
         frame = frame.f_back
-    return False
+    return None
+
+
+def _frame_has_tagged_input(compile_frame: Any) -> bool:
+    """Does the frame Dynamo is compiling receive a set_buckets tensor?"""
+    f_locals = compile_frame.f_locals.get("locals")
+    return isinstance(f_locals, dict) and _has_tagged(list(f_locals.values()))
 
 
 def _oblivious_while_tagged(args: Any) -> None:
+    """Also for frames configured by ``shape_buckets`` (``bucket_options``)."""
     from torch._dynamo.callback import CallbackTrigger
 
+    from npu_inductor import bucket_options
+
     _SAVED_OBLIVIOUS.append(fx_config.backed_size_oblivious)
-    if args.callback_trigger is CallbackTrigger.DYNAMO and _frame_has_tagged_input():
+    frame = _compile_frame() if args.callback_trigger is CallbackTrigger.DYNAMO else None
+    if frame is not None and (_frame_has_tagged_input(frame)
+                              or bucket_options.general_compile(frame)):
         fx_config.backed_size_oblivious = True
 
 
@@ -131,6 +141,9 @@ def install_compile_callbacks() -> None:
     if _oblivious_while_tagged not in handler.start_callbacks:
         handler.register_start_callback(_oblivious_while_tagged)
         handler.register_end_callback(_restore_oblivious)
+
+
+install_compile_callbacks()  # at import: torch.compile(backend="npu") imports this first
 
 
 @dataclass(frozen=True)
@@ -193,6 +206,8 @@ def find_bucketed_dims(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                        config: NpuConfig) -> list[BucketedDim]:
     """The dynamic dims of ``gm`` that are bucketed (by ``set_buckets`` or the options).
     Configured dims that are static here are in ``static_bucketed_dims``."""
+    if config.shape_buckets:
+        install_compile_callbacks()  # the next compile of a frame (bucket_options)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     dims = []
     for pos, dim, sizes in _bucket_specs(placeholders, example_inputs, config):
@@ -205,15 +220,16 @@ def find_bucketed_dims(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
 
 def static_bucketed_dims(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                          config: NpuConfig) -> list[str]:
-    """Labels of configured bucket dims that Dynamo made static in ``gm`` (a first call
-    without ``dynamic=True``: Dynamo traces static, and only a second size recompiles)."""
+    """Labels of configured bucket dims that Dynamo made static in ``gm``: a first call
+    without ``dynamic=True`` (Dynamo traces static, and only a second size recompiles), or
+    a size 1 that Dynamo specialized in a partly dynamic graph (``dynamic=True``: the next
+    size recompiles the general graph, which size 1 then runs; see ``bucket_options``)."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    if any(_symbolic(n.meta.get("example_value")) for n in placeholders):
-        return []  # partly dynamic: not a first static trace
+    partly = any(_symbolic(n.meta.get("example_value")) for n in placeholders)
     out = []
     for pos, dim, _ in _bucket_specs(placeholders, example_inputs, config):
         size = placeholders[pos].meta["example_value"].shape[dim]
-        if not (isinstance(size, torch.SymInt) and size.node.expr.is_Symbol):
+        if not isinstance(size, torch.SymInt) and (not partly or size == 1):
             out.append(f"{_source_name(placeholders[pos])} dim {dim}")
     return out
 
@@ -246,7 +262,7 @@ class EagerFirstCall:
                  labels: list[str]) -> None:
         self.gm, self.compile_now, self.fn = gm, compile_now, None
         self.report = new_report([], f"first call of {', '.join(labels)} ran in eager: Dynamo "
-                                     "traced it static (no dynamic=True)")
+                                     "traced it static (no dynamic=True, or size 1)")
         log.info("%s", self.report.exact_reasons[0])
 
     def __call__(self, *args: Any) -> Any:
@@ -368,9 +384,13 @@ class BucketedGraph:
     def __init__(self, aten_gm: torch.fx.GraphModule, config: NpuConfig,
                  dims: list[BucketedDim],
                  compile_static: Callable[[torch.fx.GraphModule, list], Callable],
-                 refuse: str | None = None) -> None:
-        """``refuse``: why padding must not be tried (the sizes then compile exactly)."""
+                 refuse: str | None = None, eager_first: bool = False) -> None:
+        """``refuse``: why padding must not be tried (the sizes then compile exactly);
+        ``eager_first``: the first call runs the aten graph in eager (``EagerFirstCall``
+        for a partly dynamic graph, whose compile must keep its symbols: see
+        ``static_bucketed_dims``)."""
         self.gm, self.config, self.dims, self.refuse = aten_gm, config, dims, refuse
+        self.eager_first = eager_first
         self.compile_static = compile_static
         self.placeholders = [n for n in aten_gm.graph.nodes if n.op == "placeholder"]
         self.symbols = self._symbol_sources()
@@ -521,6 +541,9 @@ class BucketedGraph:
 
     def _call(self, args: tuple) -> Any:
         self.report.calls += 1
+        if self.eager_first and self.report.calls == 1:
+            self.report.eager_calls += 1
+            return self.gm(*args)
         if not self.report.safety.safe:
             return self._call_exact(args)
         values = self._read(args)

@@ -234,7 +234,7 @@ def test_constant_tail_slice_gathers_the_last_valid_rows():
     compiled = torch.compile(f, backend="npu", dynamic=True,
                              options={"shape_buckets": {"x": {1: [8]}}})
     with record_graphs() as graphs:
-        for n in (5, 7, 3, 6):
+        for n in (5, 7, 6, 3):  # n = 3 last: its graph (size-oblivious) also takes n >= 4
             x = torch.randn(2, n)
             torch.testing.assert_close(compiled(x), f(x))
     tail, small = buckets.REPORTS[-2:]
@@ -244,3 +244,42 @@ def test_constant_tail_slice_gathers_the_last_valid_rows():
     # its graph for n < 4 (eager keeps all n rows) is not padded: n = 3 compiles exactly
     assert not small.safety.safe and small.compiles == 1
     assert len(graphs) == 2
+
+
+class _TinyCausal(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb, self.qkv = torch.nn.Embedding(64, 16), torch.nn.Linear(16, 48)
+        self.out = torch.nn.Linear(16, 16)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(self.emb(ids)).unflatten(-1, (3, 2, 8)).permute(2, 0, 3, 1, 4)
+        attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(attn.transpose(1, 2).flatten(2))
+
+
+@pytest.mark.parametrize("dynamic", [None, True], ids=["default", "dynamic_true"])
+def test_shape_buckets_option_lengths_1_to_32_no_flag(dynamic):
+    """``options={"shape_buckets": ...}`` with no other setting: lengths 1..32, then 1 again.
+    Length 1 first: Dynamo specializes it and that call runs in eager; the next length
+    recompiles the general graph size-oblivious (``bucket_options``), so a later length 1
+    runs it padded to 8: 3 GE graphs, not a 4th for length 1."""
+    torch.manual_seed(0)
+    model = _TinyCausal().eval()
+    compiled = torch.compile(model, backend="npu", dynamic=dynamic,
+                             options={"shape_buckets": {"ids": {1: [8, 16, 32]}}})
+    first_report = len(buckets.REPORTS)
+    assert not fx_config.backed_size_oblivious  # no user flag
+    with torch.no_grad(), record_graphs() as graphs:
+        for n in [*range(1, 33), 1]:
+            ids = torch.randint(0, 64, (2, n))
+            torch.testing.assert_close(compiled(ids), model(ids), rtol=1e-5, atol=1e-5)
+    assert not fx_config.backed_size_oblivious  # restored after each compile
+    reports = buckets.REPORTS[first_report:]
+    general = [r for r in reports if r.dims]
+    assert len(general) == 1 and general[0].safety.safe, [str(r.safety) for r in reports]
+    assert general[0].calls == 32  # lengths 2..32 and the second length 1
+    assert len(graphs) == general[0].compiles == 3
+    # lengths 2..8 and the second 1 at 8 (8 calls), 9..16 at 16 (8), 17..32 at 32 (16)
+    assert general[0].padded_elements == 8 * 8 + 8 * 16 + 16 * 32
+    assert sum(r.eager_calls for r in reports) == 1  # length 1's first call
