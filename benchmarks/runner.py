@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import gc
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -395,14 +396,22 @@ def _fill_stats(row: Row, stats: CompileStats) -> None:
 
 
 def prime(backends: list[Backend]) -> None:
-    """Compile a tiny function once per backend so one-time imports do not land in the
-    first model's cold compilation_latency."""
+    """Compile a tiny training step once per backend (forward, backward and the optimizer
+    step, as ``Runner.compile`` does) so one-time imports do not land in the first model's
+    cold compilation_latency: the backward's (aot_eager compiles it lazily) and Dynamo's
+    optimizer support's (it imports Inductor's compile_fx and cudagraph_trees, ~0.2 s).
+    Then a full garbage collection: the first one in a process scans every object the
+    imports made (torch, the model's library), ~0.25 s CPU, and otherwise lands in whichever
+    measurement crosses the collector's threshold first."""
     x = torch.randn(4, 4)
     for b in backends:
         torch._dynamo.reset()
         with contextlib.suppress(Exception):  # a failing backend is reported per model
-            b.wrap(nn.Linear(4, 4))(x)
+            model = nn.Linear(4, 4)
+            b.wrap(model)(x).sum().backward()
+            b.wrap(torch.optim.SGD(model.parameters(), lr=0.0).step)()
     torch._dynamo.reset()
+    gc.collect()
 
 
 def machine_info() -> dict[str, Any]:

@@ -4,8 +4,9 @@
 transformers' causal LMs end with ``hidden[:, -logits_to_keep:]`` (``generate()`` passes
 ``logits_to_keep=1``; a plain forward 0). On a dim padded from n to a bucket b, the slice
 would read the padded tail's last rows. ``padding_safety`` accepts it when ``k`` is an int
-input of the graph (``TailSlice``); each call's static graph then has it rewritten from the
-values of that call:
+input of the graph, or a constant (``x[:, -1:]``: Dynamo specializes an int input of 1, so
+``generate()``'s ``logits_to_keep=1`` arrives as a constant) (``TailSlice``); each call's
+static graph then has it rewritten from the values of that call:
 
 * ``k == 0``: ``x[:, -0:]`` is the whole dim: ``slice(x, d, 0, END)``, a padded dim whose
   valid prefix is n (the analysis treated the slice's size as a padded symbol, so what
@@ -31,11 +32,16 @@ aten = torch.ops.aten
 WHOLE, GATHER = "whole", "gather"
 
 
+def keep(t: TailSlice, values: dict) -> int:
+    """The slice's ``k`` in this call (a constant k is its own value)."""
+    return t.keep if isinstance(t.keep, int) else values[t.keep]
+
+
 def plan(tails: Sequence[TailSlice], values: dict) -> tuple[str, ...] | None:
     """The rewrite of each tail slice for these valid sizes (None: run unpadded)."""
     out = []
     for t in tails:
-        k, n = values[t.keep], values[t.padded]
+        k, n = keep(t, values), values[t.padded]
         if k == 0:
             out.append(WHOLE)
         elif 1 <= k <= n:
@@ -47,13 +53,13 @@ def plan(tails: Sequence[TailSlice], values: dict) -> tuple[str, ...] | None:
 
 def sizes(tails: Sequence[TailSlice], kinds: Sequence[str], values: dict) -> dict:
     """The valid size of each tail slice's (unbacked) size symbol."""
-    return {t.size: values[t.padded] if kind == WHOLE else values[t.keep]
-            for t, kind in zip(tails, kinds)}
+    return {t.size: values[t.padded] if kind == WHOLE else keep(t, values)
+            for t, kind in zip(tails, kinds) if not isinstance(t.size, int)}
 
 
 def indices(tails: Sequence[TailSlice], kinds: Sequence[str], values: dict) -> list:
     """The extra inputs of the rewritten graph: one ``idx`` per gathered slice."""
-    return [torch.arange(values[t.padded] - values[t.keep], values[t.padded])
+    return [torch.arange(values[t.padded] - keep(t, values), values[t.padded])
             for t, kind in zip(tails, kinds) if kind == GATHER]
 
 

@@ -608,7 +608,10 @@ class BucketedGraph:
                     n = _sym_value(e, values)
                     if n != t.shape[dim]:
                         t = t.narrow(dim, 0, n)
-            result[k] = t
+            # contiguous, as an unpadded graph's output: a narrowed one has the bucket's
+            # strides, and a Dynamo graph that receives it (generate()'s decode step gets
+            # the prefill's key/value cache) guards on them and recompiles on the next step
+            result[k] = t.contiguous() if t is not result[k] else t
         return result
 
 

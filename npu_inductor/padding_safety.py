@@ -43,12 +43,13 @@ ZERO, ANY = "zero", "any"
 @dataclass(frozen=True)
 class TailSlice:
     """``x[..., -k:]`` along a padded dim by an int input ``k`` (transformers'
-    ``logits_to_keep``): proven exact once rewritten per call (``bucket_tails``)."""
+    ``logits_to_keep``), or by a constant ``k >= 1`` (``x[:, -1:]``; Dynamo specializes an
+    int input of 1): proven exact once rewritten per call (``bucket_tails``)."""
 
     node: str  # the slice node of the symbolic graph
     dim: int
-    keep: sympy.Symbol  # k's symbol (an int input of the graph)
-    size: sympy.Symbol  # the slice's (unbacked) size symbol
+    keep: sympy.Symbol | int  # k's symbol (an int input of the graph), or k itself
+    size: sympy.Symbol | int  # the slice's (unbacked) size symbol, or k (static)
     padded: sympy.Symbol  # the bucketed symbol of the sliced dim
 
 
@@ -315,26 +316,33 @@ class _Analysis:
         return tails[0] or ANY
 
     def _tail_slice(self, node: torch.fx.Node, dim: int, start: Any) -> str | None:
-        """``x[:, -k:]`` with ``k`` an int input: each call rewrites it (``bucket_tails``):
+        """``x[:, -k:]`` with ``k`` an int input or a constant >= 1: each call rewrites it
+        (``bucket_tails``):
         k = 0 keeps the whole dim (a padded dim, sliced back to n), 1 <= k <= n gathers rows
         n-k .. n-1 (all valid) by an index input; other k compile exactly. The slice's size
         symbol becomes a padded symbol here (conservative for the gather: its k rows are
         all valid), and an output dim ``size + c`` is sliced back."""
         end = _value(node.args[3]) if len(node.args) > 3 else None
         size = node.meta["val"].shape[dim]
-        keep = -_expr(start) if isinstance(start, torch.SymInt) else None
         if node.target is not aten.slice.Tensor or (len(node.args) > 4 and node.args[4] != 1):
             return None
-        if keep is None or not keep.is_Symbol or keep in self.symbols or not (
-                end is None or (isinstance(end, int) and end >= 2 ** 62)):
-            return None
-        if not (isinstance(size, torch.SymInt) and free_unbacked_symbols(size)
-                and _expr(size).is_Symbol):
+        if not (end is None or (isinstance(end, int) and end >= 2 ** 62)):
             return None
         src_size = _expr(node.args[0].meta["val"].shape[dim])
         padded = next(x for x in self.symbols if x in src_size.free_symbols)
         if src_size != padded:
             return None  # the rewrite gathers rows n-k .. n-1 of a dim of size exactly n
+        if isinstance(start, int):  # x[:, -k:] with a constant k: its size k is static
+            if _expr(size) != -start:
+                return None
+            self.tail_slices.append(TailSlice(node.name, dim, -start, -start, padded))
+            return ANY
+        keep = -_expr(start) if isinstance(start, torch.SymInt) else None
+        if keep is None or not keep.is_Symbol or keep in self.symbols:
+            return None
+        if not (isinstance(size, torch.SymInt) and free_unbacked_symbols(size)
+                and _expr(size).is_Symbol):
+            return None
         self.tail_slices.append(TailSlice(node.name, dim, keep, _expr(size), padded))
         self.symbols.add(_expr(size))
         return ANY

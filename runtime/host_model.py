@@ -30,7 +30,13 @@ import torch
 from npu_inductor.ge.device_rules import check_graph, input_index_by_name
 from npu_inductor.ge.ir import Graph, OpNode
 from npu_inductor.ge.op_specs import get_spec
-from npu_inductor.runtime import assign_steps, attention_chain, attention_edges, shape_steps
+from npu_inductor.runtime import (
+    assign_steps,
+    attention_chain,
+    attention_edges,
+    attention_grad_chain,
+    shape_steps,
+)
 from npu_inductor.runtime.kernels import KERNELS, OUT_KERNELS, RUNTIME, SPECIALIZERS
 from npu_inductor.runtime.memory_plan import (
     ALIAS_OPS,
@@ -188,6 +194,7 @@ class HostModel:
             return steps
         outs = set(self.output_slots)
         steps = attention_chain.fuse_chains(steps, outs, self.consts)
+        steps = attention_grad_chain.fuse_grad_chains(steps, outs, self.consts)
         steps = assign_steps.fuse_assign_adds(steps, outs, set(self.data_slots))
         steps = shape_steps.fuse_dim_sizes(steps, outs, self.consts)
         steps = shape_steps.fuse_reshape_packs(steps, outs)

@@ -223,3 +223,24 @@ def test_transformers_llama_prefill_logits_to_keep_buckets(keep):
     report = buckets.REPORTS[-1]
     assert report.safety.safe and report.safety.tail_slices, report.safety
     assert len(graphs) == report.compiles == 2
+
+
+def test_constant_tail_slice_gathers_the_last_valid_rows():
+    """``x[:, -4:]`` with a constant (Dynamo specializes generate()'s ``logits_to_keep=1``
+    to one): rows n-4 .. n-1 gathered from the padded dim; n < 4 compiles exactly."""
+    def f(x):
+        return (x * 2)[:, -4:] + 1
+
+    compiled = torch.compile(f, backend="npu", dynamic=True,
+                             options={"shape_buckets": {"x": {1: [8]}}})
+    with record_graphs() as graphs:
+        for n in (5, 7, 3, 6):
+            x = torch.randn(2, n)
+            torch.testing.assert_close(compiled(x), f(x))
+    tail, small = buckets.REPORTS[-2:]
+    # Dynamo's graph for n >= 4 (a guard): one gather graph at bucket 8 for n = 5, 7, 6
+    assert tail.safety.safe and [t.keep for t in tail.safety.tail_slices] == [4]
+    assert (tail.calls, tail.compiles) == (3, 1)
+    # its graph for n < 4 (eager keeps all n rows) is not padded: n = 3 compiles exactly
+    assert not small.safety.safe and small.compiles == 1
+    assert len(graphs) == 2

@@ -34,11 +34,9 @@ def _llama():
 
 def _generate(model, prompt, sample: bool, **kw):
     torch.manual_seed(1234)
-    # logits_to_keep=0: the prefill returns every position's logits. generate's default (1)
-    # slices the last row, x[:, -1:], which reads the padded tail: padding safety refuses it
-    # and each prompt length would compile exactly.
-    return model.generate(prompt, max_new_tokens=4, do_sample=sample,
-                          pad_token_id=0, logits_to_keep=0, **kw)
+    # generate's defaults: logits_to_keep=1, the prefill's hidden[:, -1:] gathers the last
+    # valid row of the padded prompt (bucket_tails)
+    return model.generate(prompt, max_new_tokens=4, do_sample=sample, pad_token_id=0, **kw)
 
 
 def _run(cache_kw: dict, lengths: tuple[int, ...] = PROMPTS) -> tuple[list, list]:
@@ -70,9 +68,10 @@ def test_generate_dynamic_cache_greedy_and_sampling():
     assert sorted(_ids_len(g) for g in prefill) == BUCKETS
     bucketed = [r for r in reports if r.dims]
     assert bucketed and all(r.safety.safe for r in bucketed), [str(r.safety) for r in bucketed]
-    # decode: the key/value length grows every step; at most the first step's static trace
-    # (run in eager once, then compiled if repeated) and one dynamic graph
-    assert 1 <= len(decode) <= 2
+    assert all(r.safety.tail_slices for r in bucketed)  # hidden[:, -1:]
+    # decode: the key/value length grows every step: the first step's static trace runs in
+    # eager once (EagerFirstCall), then ONE dynamic graph for every prompt and step
+    assert len(decode) == 1
     print(f"dynamic cache: {len(prefill)} prefill + {len(decode)} decode GE graphs")
 
 
@@ -91,11 +90,14 @@ def test_generate_static_cache_one_decode_graph():
 
 def test_generate_buckets_with_dynamic_true_one_decode_graph():
     """``npu-bench --mode serve --hf llama``'s pow2 variant: ``dynamic=True`` and buckets,
-    generate's defaults (``logits_to_keep`` is a symbolic int, ``hidden[:, -k:]``): that
-    slice is rewritten per call to gather the last valid rows, so prefill is bucketed; decode is
-    ONE graph whose cache length stays symbolic (not a graph per cache length). Before,
-    the symbolic slice start passed the analysis and slicing back the data-dependent
-    logits length raised ``TypeError: Cannot convert symbols to int``."""
+    generate's defaults and no other setting. ``logits_to_keep=1`` is specialized by Dynamo,
+    so the prefill ends in ``hidden[:, -1:]``: rewritten per call to gather the last valid
+    row (``bucket_tails``), so prefill is bucketed; decode is ONE graph whose cache length
+    stays symbolic. Before: with ``backed_size_oblivious`` (which the test used to set) the
+    decode step's ``q_len > 1`` became a SymBool that sdpa's ``is_causal`` rejects (a graph
+    break: Dynamo re-traced the forward's inner frame, 2 prefill + 2 decode graphs); without
+    it, the prefill's sliced-back key/value cache had the bucket's strides, so the decode
+    graph traced on it recompiled on the next step."""
     model = _llama()
     prompts = [torch.randint(1, 128, (1, n)) for n in (5, 3)]
 
@@ -107,25 +109,28 @@ def test_generate_buckets_with_dynamic_true_one_decode_graph():
     model.forward = torch.compile(model.forward, backend="npu", dynamic=True,
                                   options={"shape_buckets": {"input_ids": {1: BUCKETS}}})
     first_report = len(buckets.REPORTS)
-    # the benchmark's setting: size 1 stays symbolic, so the int logits_to_keep (1) does too
-    with torch.no_grad(), record_graphs() as graphs, fx_config.patch(backed_size_oblivious=True):
+    torch._dynamo.utils.counters.clear()
+    assert not fx_config.backed_size_oblivious  # no user flag
+    with torch.no_grad(), record_graphs() as graphs:
         for p, want in zip(prompts, expected):
             torch.testing.assert_close(generate(p), want, rtol=0, atol=0)
+    assert not torch._dynamo.utils.counters["graph_break"]
     reports = [r for r in buckets.REPORTS[first_report:] if r.dims]
-    # prefill: hidden[:, -k:] by the int logits_to_keep is proven (bucket_tails)
-    prefill = [r for r in reports if r.safety.safe and r.safety.tail_slices]
-    assert prefill, [str(r.safety) for r in reports]
-    # every Dynamo graph compiles ONE GE graph: prefill pads both prompts to 8, decode keeps
-    # the cache length symbolic (5 cache lengths); Dynamo traces prefill and decode twice
-    assert all(r.compiles == 1 for r in reports), [(str(r.safety), r.compiles) for r in reports]
-    assert len(graphs) == len(reports) <= 4, len(graphs)
+    # prefill: hidden[:, -1:] is proven (bucket_tails); both prompts run at bucket 8
+    assert len(reports) == 1 and reports[0].safety.tail_slices, [str(r.safety) for r in reports]
+    assert reports[0].compiles == 1 and reports[0].calls == 2
+    # one prefill graph (bucket 8) and ONE decode graph for 2 prompts x 3 cache lengths
+    assert sorted(_ids_len(g) for g in graphs) == [1, 8], [_ids_len(g) for g in graphs]
+    print(f"dynamic=True + buckets: {len(graphs)} GE graphs (1 prefill, 1 decode)")
 
 
 def test_generate_auto_buckets_bounded():
-    """``shape_buckets="auto"`` (the serve benchmark's setting): padding is not proven for
-    generate's default prefill (``hidden[:, -k:]``) nor for decode (the new key/value row is
-    concatenated along the cache), so auto keeps those dims symbolic: no eager profiling
-    calls and no graph per prompt length or cache length."""
+    """``shape_buckets="auto"`` (the serve benchmark's setting), generate's defaults, no
+    other setting. The prefill's padding is proven (``hidden[:, -1:]``: ``bucket_tails``),
+    so its calls are profiled in eager (the first ``AUTO_PROFILE_CALLS``), then compile at
+    most ``max_buckets`` graphs; decode (the new key/value row is concatenated along the
+    cache: not provable) keeps its dims symbolic: ONE graph for every prompt and cache
+    length, no profiling calls."""
     model = _llama()
     prompts = [torch.randint(1, 128, (1, n)) for n in (5, 9, 3)]
 
@@ -137,10 +142,14 @@ def test_generate_auto_buckets_bounded():
     model.forward = torch.compile(model.forward, backend="npu", dynamic=True,
                                   options={"shape_buckets": "auto"})
     first_report = len(buckets.REPORTS)
-    with torch.no_grad(), record_graphs() as graphs, fx_config.patch(backed_size_oblivious=True):
+    with torch.no_grad(), record_graphs() as graphs:
         for p, want in zip(prompts, expected):
             torch.testing.assert_close(generate(p), want, rtol=0, atol=0)
     reports = buckets.REPORTS[first_report:]
-    assert sum(r.eager_calls for r in reports) == 0
-    # Dynamo's prefill graphs (its first trace, then one more) and one decode graph
-    assert len(graphs) <= 3, len(graphs)
+    prefill = [r for r in reports if r.safety.safe]
+    assert len(prefill) == 1 and prefill[0].safety.tail_slices, [str(r.safety) for r in reports]
+    # 3 prompts < AUTO_PROFILE_CALLS: every prefill ran in eager (profiling), none compiled
+    assert (prefill[0].calls, prefill[0].eager_calls, prefill[0].compiles) == (3, 3, 0)
+    assert buckets.AUTO_PROFILE_CALLS > len(prompts)
+    # decode: one graph for 3 prompts x 2 cache lengths
+    assert [_ids_len(g) for g in graphs] == [1], [_ids_len(g) for g in graphs]

@@ -228,7 +228,14 @@ def flash_attention_score_grad(query, key, value, dy, pse_shift=None, drop_mask=
 # ---- backward ops of the training fusions ---------------------------------------------------
 @kernel("RmsNormGrad")
 def rms_norm_grad(dy, x, rstd, gamma):
-    """(dx, dgamma in fp32) of y = x * rstd * gamma, computed in fp32."""
+    """(dx, dgamma in fp32) of y = x * rstd * gamma, computed in fp32:
+    dx = rstd * (dn - normed * mean(dn * normed)), dn = dy * gamma, normed = x * rstd."""
+    if x.dtype == dy.dtype == gamma.dtype == torch.float32:  # no casts; updated in place,
+        normed = x * rstd                                     # the same roundings
+        dn = dy * gamma
+        mean = (dn * normed).mean(-1, keepdim=True)
+        dgamma = (dy * normed).reshape(-1, x.shape[-1]).sum(0)
+        return dn.sub_(normed.mul_(mean)).mul_(rstd), dgamma
     xf, dyf = x.float(), dy.float()
     normed = xf * rstd
     dn = dyf * gamma.float()
@@ -250,6 +257,16 @@ def rotary_position_embedding_grad(dy, cos, sin, x=None, mode=0):
     dsin = dy * rotate_half(x) reduced to cos's shape (zeros without ``x``)."""
     if mode != 0:
         raise ValueError(f"RotaryPositionEmbeddingGrad: mode {mode} is not implemented here")
+    if x is None and dy.dtype == cos.dtype == sin.dtype == torch.float32 \
+            and dy.shape[-1] % 2 == 0:
+        # rotate_half^T(g) = cat(g2, -g1) = roll(g, d/2) * -sign: dy * cos plus
+        # roll(dy) * roll(sin) * -sign, one in-place addcmul (sign flips are exact); the
+        # unused dcos / dsin are zeros without a buffer of their own (expanded)
+        h = dy.shape[-1] // 2
+        dx = torch.mul(dy, cos).addcmul_(dy.roll(h, -1), _signed_sin(sin.roll(h, -1)),
+                                         value=-1)
+        zero = dy.new_zeros(())
+        return dx, zero.expand(cos.shape), zero.expand(sin.shape)
     g = dy.float() * sin.float()
     g1, g2 = g.chunk(2, dim=-1)
     dx = (dy.float() * cos.float() + torch.cat((g2, -g1), dim=-1)).to(dy.dtype)

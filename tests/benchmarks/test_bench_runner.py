@@ -1,0 +1,111 @@
+"""The benchmark runner (``run_case``) on single models: rows, not timings.
+
+Split from test_bench.py so that ``--dist loadfile`` runs these beside its CLI run. Graph
+mode's warm compile is measured here in the same process: the fresh-process warm compile
+(``fresh_process_warm_cache``) is covered once, by test_bench.py's CLI run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from torch import nn
+
+from npu_inductor.benchmarks.dynamic import padding_overhead
+from npu_inductor.benchmarks.runner import Backend, Settings, make_backends, prime, run_case
+from npu_inductor.benchmarks.zoo import ZOO, ZooModel
+
+
+def _backends(names: tuple[str, ...], compare: tuple[str, ...] = ()) -> list[Backend]:
+    """``make_backends`` restricted to ``names``, every warm compile in this process."""
+    return [dataclasses.replace(b, warm_kind="cache_same_process") if b.name == "npu" else b
+            for b in make_backends(list(compare)) if b.name in names]
+
+
+def _raise(gm, example_inputs):
+    raise RuntimeError("backend exploded")
+
+
+def test_failing_backend_is_a_row_not_a_crash() -> None:
+    broken = Backend("broken", lambda m: torch.compile(m, backend=_raise))
+    eager = Backend("eager", lambda m: m)
+    rows = run_case(ZOO["mlp"], "inference", [eager, broken], Settings(repeat=1, warmup=0))
+    assert [r.accuracy for r in rows] == ["pass", "fail_to_run"]
+    assert "backend exploded" in rows[1].error and rows[1].abs_latency is None
+
+
+def test_base_zoo_entry_compiles_and_matches() -> None:
+    """One realistic-size entry end to end (the others share its architectures)."""
+    rows = run_case(ZOO["mlp_base"], "inference", _backends(("eager", "npu")),
+                    Settings(repeat=1, warmup=0))
+    assert [r.accuracy for r in rows] == ["pass", "pass"], [r.error for r in rows]
+    assert padding_overhead([5, 8, 9], [8, 16]) == pytest.approx((8 + 8 + 16) / 22 - 1)
+
+
+class _ConvBN(nn.Module):
+    """Two Conv+BatchNorm pairs (eval mode: each BatchNorm folds into its Conv2D)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                                  nn.Conv2d(8, 8, 3, padding=1, bias=False),
+                                  nn.BatchNorm2d(8), nn.ReLU())
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x).mean((2, 3)))
+
+
+def _conv_bn(batch: int, seed: int) -> tuple[nn.Module, tuple[torch.Tensor]]:
+    torch.manual_seed(seed)
+    model = _ConvBN()
+    for bn in (model.body[1], model.body[4]):  # non-trivial running statistics to fold
+        bn.running_mean.uniform_(-0.5, 0.5)
+        bn.running_var.uniform_(0.5, 2.0)
+    return model, (torch.randn(batch, 3, 8, 8),)
+
+
+def test_npu_freeze_variant_folds_and_runs_inference_only() -> None:
+    backends = _backends(("eager", "npu", "npu_freeze"), compare=("npu_freeze",))
+    settings = Settings(repeat=1, warmup=0)
+    rows = run_case(ZooModel("conv_bn", _conv_bn), "inference", backends, settings)
+    by_name = {r.backend: r for r in rows}
+    assert [r.accuracy for r in rows] == ["pass"] * 3, [r.error for r in rows]
+    npu, frozen = by_name["npu"], by_name["npu_freeze"]
+    assert npu.ge_ops is not None and frozen.ge_ops is not None
+    assert frozen.ge_ops <= npu.ge_ops - 2, (npu.ge_ops, frozen.ge_ops)  # both BNs folded
+    rows = run_case(ZOO["mlp"], "training", [b for b in backends if b.name != "npu"], settings)
+    assert [r.backend for r in rows] == ["eager"]  # npu_freeze is inference only
+
+
+def test_training_rows_report_step_cpu_time() -> None:
+    """Training rows carry each backend's median step CPU ms and eager's over it."""
+    from npu_inductor.benchmarks.report import TRAINING, format_markdown
+
+    rows = run_case(ZOO["mlp"], "training", _backends(("eager", "npu")),
+                    Settings(repeat=3, warmup=0))
+    eager, npu = rows
+    assert eager.accuracy == npu.accuracy == "pass"
+    assert eager.step_cpu_ms > 0 and npu.step_cpu_ms > 0
+    assert eager.cpu_speedup == 1.0
+    assert npu.cpu_speedup == pytest.approx(eager.step_cpu_ms / npu.step_cpu_ms)
+    table = format_markdown(rows, TRAINING)
+    assert "| step cpu ms | cpu vs eager |" in table
+    assert f"{npu.step_cpu_ms:.3f}" in table
+
+
+def test_prime_runs_a_training_step_with_a_compiled_optimizer_step() -> None:
+    """``prime`` hands the backend a module and then the optimizer's ``step`` (so Dynamo's
+    optimizer imports land outside the timed compile) after a backward."""
+    wrapped: list = []
+
+    def wrap(fn):
+        wrapped.append(fn)
+        return fn
+
+    prime([Backend("eager", wrap)])
+    module, step = wrapped
+    assert isinstance(module, torch.nn.Linear) and module.weight.grad is not None
+    assert isinstance(step.__self__, torch.optim.SGD) and step.__func__.__name__ == "step"
