@@ -27,7 +27,9 @@ Writes go to a temp file in the same folder and ``os.replace`` into place, so a 
 sees a whole entry or none; ``flock`` on ``<cache_dir>/lock`` serializes the bookkeeping
 (counters, eviction). Two processes compiling the same graph both write a whole entry;
 the last rename wins. A hit touches the entry's mtime: eviction past ``cache_size_limit``
-removes the least recently used entries first.
+removes the least recently used entries first, down to 90% of the limit. A running total
+of the entries' bytes (``<cache_dir>/usage``) spares a store the scan of the whole folder
+until the total passes the limit.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ log = logging.getLogger("npu_inductor")
 FORMAT_VERSION = 2  # 2: lowering decisions and SoC per graph, pass decisions
 MAGIC = b"NPUINDUCTOR-CACHE\n"
 SUFFIX = ".npuc"
+USAGE = "usage"  # running total of the entries' bytes (see _account)
 _DISABLED = ("0", "false", "off", "no", "disabled")
 _HEADER_LEN = 8
 # Per-process counters (``explain``, ``npu-bench``): hit, miss, rebuilt, stored.
@@ -254,10 +257,45 @@ def write_atomic(path: Path, data: bytes, prefix: str) -> None:
 
 def store(root: Path, key: str, entry: Entry, size_limit: int | None) -> None:
     """Write ``entry`` atomically, then evict least recently used entries past the limit."""
-    write_atomic(entry_path(root, key), encode(entry, key), key[:16])
+    data = encode(entry, key)
+    write_atomic(entry_path(root, key), data, key[:16])
     COUNTERS["stored"] += 1
     if size_limit is not None:
-        evict(root, size_limit)
+        _account(root, len(data), size_limit)
+
+
+def _account(root: Path, added: int, size_limit: int) -> None:
+    """Add ``added`` bytes to the folder's running total (``usage``) and evict only when the
+    total passes ``size_limit``: a store does not stat every entry of a large cache (5,000
+    entries cost ~0.5 s a compile). The total only over-counts (a replaced entry is not
+    subtracted, entries removed by hand stay counted), so eviction may scan early, never late;
+    a scan writes the true total back."""
+    with locked(root):
+        usage = _read_usage(root)
+        total = _scan_total(root) if usage is None else usage + added
+        if total > size_limit:  # down to 90%, so a full cache does not scan every store
+            _, total = _evict_locked(root, size_limit * 9 // 10)
+        _replace_text(root / USAGE, str(total))
+
+
+def _replace_text(path: Path, text: str) -> None:
+    """Bookkeeping file (the caller holds the lock): a reader sees the old or the new text;
+    not synced (a lost or torn file is recomputed or restarts its counters)."""
+    with contextlib.suppress(OSError):
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+
+
+def _read_usage(root: Path) -> int | None:
+    try:
+        return int((root / USAGE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _scan_total(root: Path) -> int:
+    return sum(st.st_size for _, st in _entries(root))
 
 
 def _entries(root: Path) -> list[tuple[Path, os.stat_result]]:
@@ -269,22 +307,30 @@ def _entries(root: Path) -> list[tuple[Path, os.stat_result]]:
 
 
 def evict(root: Path, size_limit: int) -> int:
-    """Remove least recently used entries until the total is within ``size_limit``."""
-    removed = 0
+    """Remove least recently used entries until the total is within ``size_limit``; returns
+    the number removed."""
     with locked(root):
-        entries = sorted(_entries(root), key=lambda e: e[1].st_mtime)
-        total = sum(st.st_size for _, st in entries)
-        for path, st in entries:
-            if total <= size_limit:
-                break
-            with contextlib.suppress(OSError):
-                path.unlink()
-                total -= st.st_size
-                removed += 1
+        removed, total = _evict_locked(root, size_limit)
+        _replace_text(root / USAGE, str(total))
+    return removed
+
+
+def _evict_locked(root: Path, size_limit: int) -> tuple[int, int]:
+    """Evict (the caller holds the lock); returns (entries removed, bytes left)."""
+    removed = 0
+    entries = sorted(_entries(root), key=lambda e: e[1].st_mtime)
+    total = sum(st.st_size for _, st in entries)
+    for path, st in entries:
+        if total <= size_limit:
+            break
+        with contextlib.suppress(OSError):
+            path.unlink()
+            total -= st.st_size
+            removed += 1
     if removed:
         log.info("npu_inductor cache: evicted %d least recently used entr%s from %s", removed,
                  "y" if removed == 1 else "ies", root)
-    return removed
+    return removed, total
 
 
 def count(root: Path, outcome: str) -> None:
@@ -294,9 +340,7 @@ def count(root: Path, outcome: str) -> None:
         path = root / "stats.json"
         stats = json.loads(path.read_text()) if path.exists() else {}
         stats[outcome] = int(stats.get(outcome, 0)) + 1
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(stats))
-        os.replace(tmp, path)
+        _replace_text(path, json.dumps(stats))
 
 
 # ---- visibility --------------------------------------------------------------------------
@@ -324,8 +368,9 @@ def clear(root: Path) -> int:
                 with contextlib.suppress(OSError):
                     path.unlink()
                     removed += path.suffix == SUFFIX
-        with contextlib.suppress(OSError):
-            (root / "stats.json").unlink()
+        for name in ("stats.json", USAGE):
+            with contextlib.suppress(OSError):
+                (root / name).unlink()
     return removed
 
 

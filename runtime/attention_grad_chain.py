@@ -293,7 +293,7 @@ class AttentionGradKernel:
     def fast(self, q, k, v, do, shape1, shape2, masks, limits=()) -> Any:
         """(dv, dq, dk) from two flash calls (long sequences, causal or no mask) or the
         chain's math as direct torch calls, or None when a run-time check fails."""
-        if not _same_batch(q, k, v) or do.dtype != q.dtype or \
+        if not _same_batch(q, tuple(q.shape), k, v) or do.dtype != q.dtype or \
                 any(x.dtype != q.dtype for x in masks):
             return None
         *b, mq, d = q.shape

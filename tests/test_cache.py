@@ -240,6 +240,24 @@ def test_least_recently_used_entries_are_evicted_first(tmp_path):
     assert {p.stem[0] for p in _entries(tmp_path)} == {"a", "c", "d"}
 
 
+
+def test_a_store_does_not_scan_the_folder_until_its_running_total_passes_the_limit(
+        tmp_path, monkeypatch):
+    cache.prepare_root(tmp_path)
+    scans = []
+    real = cache._entries
+    monkeypatch.setattr(cache, "_entries", lambda root: scans.append(root) or real(root))
+    size = len(cache.encode(_entry(1000), "a" * 64))
+    for i, key in enumerate("abcdef"):  # the first store counts the folder, the others add
+        cache.store(tmp_path, key * 64, _entry(1000), 3 * size + size // 2)
+        os.utime(cache.entry_path(tmp_path, key * 64), (1000 + i, 1000 + i))
+    # a, b, c fit; d passes the limit (scan, evicts a); e and f pass it again
+    assert len(scans) == 4
+    assert {p.stem[0] for p in _entries(tmp_path)} == {"d", "e", "f"}
+    real_total = sum(p.stat().st_size for p in _entries(tmp_path))
+    assert abs(int((tmp_path / cache.USAGE).read_text()) - real_total) <= 6  # header time
+
+
 def test_cli_cache_info_and_clear(tmp_path, capsys):
     from npu_inductor.cli import main
 
