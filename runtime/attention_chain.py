@@ -321,7 +321,7 @@ class AttentionChainKernel:
         if self.v_adj:
             v = v.mT
         qs = tuple(q.shape) if q_shape is None else tuple(q_shape)
-        if not _same_batch(q, k, v, qs) or any(m.dtype != q.dtype for m in masks):
+        if not _same_batch(q, qs, k, v) or any(m.dtype != q.dtype for m in masks):
             return None
         *b, mq, d = qs
         s, dv = k.shape[-2], v.shape[-1]
@@ -389,10 +389,8 @@ def _sizes(shape: Any) -> list[int]:
     return shape if isinstance(shape, list) else shape.tolist()
 
 
-def _same_batch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                qs: tuple | None = None) -> bool:
-    """``qs``: the shape ``q`` is read as (default: its own)."""
-    qs = tuple(q.shape) if qs is None else qs
+def _same_batch(q: torch.Tensor, qs: tuple, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """``qs``: the shape ``q`` is read as."""
     return (len(qs) >= 3 and len(qs) == k.dim() == v.dim() and q.dtype == torch.float32
             and k.dtype == v.dtype == q.dtype and qs[:-2] == k.shape[:-2] == v.shape[:-2])
 
