@@ -1,6 +1,6 @@
 """Where a warm decode step of the serving stream goes, layer by layer.
 
-    python -m npu_inductor.benchmarks.step_split [--static]
+    python -m npu_inductor.benchmarks.step_split [--static] [--prefill LENGTHS]
 
 The zoo decoder's ``Llama.decode`` (``LlamaDecode``, as ``npu-bench --mode serve`` compiles
 it: ``dynamic=True``; ``--static``: ``dynamic=False`` at one cache length) is called over
@@ -15,6 +15,9 @@ crosses:
 * ``executor glue``: the device executor around the host model (binding buffers);
 * ``host model``: the host device running the GE graph's ops (kernels and the Python
   that dispatches them; runtime/host_model.py).
+
+``--prefill 17,256``: instead, the dynamic-shape stream's call (``npu-bench --mode dynamic``:
+``llama_prefill`` under ``dynamic=True``, batch 2) at each of these prompt lengths.
 
 ``eager`` is the same step uncompiled, timed interleaved with the compiled one. CPU time
 (``time.process_time``), median over ``passes`` passes of ``calls`` calls, in ms per call.
@@ -80,22 +83,47 @@ def decode_split(model: Llama, past: int = 30, dynamic: bool = True, passes: int
             compile_fx.recording(compile_fx.COMPILE_HOOKS) as graphs:
         step = torch.compile(LlamaDecode(model), backend="npu", dynamic=dynamic)
         step(tok, k, v)
-        executor = graphs[-1].executor
-        rows: dict[str, list[float]] = {}
-        for _ in range(passes):
-            with _timers([(compile_fx.CompiledGraph, "__call__"), (executor, "run"),
-                          (host_model.HostModel, "execute")]) as inner:
-                full = _clock(lambda: step(tok, k, v), calls)
-            eager = _clock(lambda: model.decode(tok, k, v), calls)
-            for name, value in (("call", full), ("dynamo + aot", full - inner[0]),
-                                ("compile_fx glue", inner[0] - inner[1]),
-                                ("executor glue", inner[1] - inner[2]),
-                                ("host model", inner[2]), ("eager", eager)):
-                rows.setdefault(name, []).append(value)
-        rows["dynamo + aot, graph stubbed"] = _stubbed(step, tok, k, v, passes, calls)
+        return _split(step, lambda: model.decode(tok, k, v), (tok, k, v), graphs[-1],
+                      passes, calls)
+
+
+def prefill_split(model: Llama, length: int, passes: int = 7,
+                  calls: int = 20) -> dict[str, float]:
+    """The same for one request of the dynamic-shape stream (``benchmarks/dynamic.py``:
+    ``dynamic=True``, batch 2) of ``length`` tokens, after a call at another length."""
+    gen = torch.Generator().manual_seed(length)
+    ids = torch.randint(0, 1000, (2, length), generator=gen)
+    torch._dynamo.reset()
+    with torch.no_grad(), compile_fx.recording(compile_fx.COMPILE_HOOKS) as graphs:
+        step = torch.compile(model, backend="npu", dynamic=True)
+        step(torch.randint(0, 1000, (2, length + 1), generator=gen))
+        step(ids)
+        return _split(step, lambda: model(ids), (ids,), graphs[-1], passes, calls)
+
+
+def _split(step: Callable[..., Any], eager_call: Callable[[], Any], args: tuple,
+           graph: Any, passes: int, calls: int) -> dict[str, float]:
+    executor = graph.executor
+    rows: dict[str, list[float]] = {}
+    for _ in range(passes):
+        with _timers([(compile_fx.CompiledGraph, "__call__"), (executor, "run"),
+                      (host_model.HostModel, "execute")]) as inner:
+            full = _clock(lambda: step(*args), calls)
+        eager = _clock(eager_call, calls)
+        for name, value in (("call", full), ("dynamo + aot", full - inner[0]),
+                            ("compile_fx glue", inner[0] - inner[1]),
+                            ("executor glue", inner[1] - inner[2]),
+                            ("host model", inner[2]), ("eager", eager)):
+            rows.setdefault(name, []).append(value)
+    rows["dynamo + aot, graph stubbed"] = _stubbed(step, args, passes, calls)
     split = {name: _median_ms(values, calls) for name, values in rows.items()}
-    split["ge ops"] = float(len(graphs[-1].lowered.graph.ops))
+    split["ge ops"] = float(len(graph.lowered.graph.ops))
+    split["host steps"] = float(len(_host_model(executor).steps))
     return split
+
+
+def _host_model(executor: Any) -> Any:
+    return executor.device.acl.models[executor.model_id]
 
 
 def _clock(fn: Callable[[], Any], calls: int) -> float:
@@ -105,8 +133,7 @@ def _clock(fn: Callable[[], Any], calls: int) -> float:
     return time.process_time() - start
 
 
-def _stubbed(step: Callable[..., Any], tok: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-             passes: int, calls: int) -> list[float]:
+def _stubbed(step: Callable[..., Any], args: tuple, passes: int, calls: int) -> list[float]:
     """The call with ``CompiledGraph`` returning its first outputs again at once."""
     original, result = compile_fx.CompiledGraph.__call__, []
 
@@ -118,7 +145,7 @@ def _stubbed(step: Callable[..., Any], tok: torch.Tensor, k: torch.Tensor, v: to
 
     compile_fx.CompiledGraph.__call__ = at_once
     try:
-        return [_clock(lambda: step(tok, k, v), calls) for _ in range(passes)]
+        return [_clock(lambda: step(*args), calls) for _ in range(passes)]
     finally:
         compile_fx.CompiledGraph.__call__ = original
 
@@ -126,13 +153,29 @@ def _stubbed(step: Callable[..., Any], tok: torch.Tensor, k: torch.Tensor, v: to
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--static", action="store_true", help="dynamic=False (one cache length)")
+    p.add_argument("--prefill", default=None, metavar="LENGTHS",
+                   help="split the dynamic stream's prefill at these prompt lengths (17,256)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     torch.manual_seed(0)
+    if args.prefill:
+        _print_prefill([int(n) for n in args.prefill.split(",")])
+        return
     model = Llama(vocab=1000, hidden=128, heads=4, kv_heads=2, layers=2, ffn=256,
                   max_pos=71).eval()  # serve.py's decoder for --max-len 64 --max-new 6
     for name, ms in decode_split(model, dynamic=not args.static).items():
         print(f"{name:32s} {ms:8.3f}" + ("" if name == "ge ops" else " ms"))
+
+
+def _print_prefill(lengths: list[int]) -> None:
+    """One column per prompt length (the dynamic stream's model, ``benchmarks/dynamic.py``)."""
+    model = Llama(vocab=1000, hidden=128, heads=4, kv_heads=2, layers=2, ffn=256,
+                  max_pos=512).eval()
+    splits = [prefill_split(model, n) for n in lengths]
+    print(f"{'prefill length':32s} " + " ".join(f"{n:>8d}" for n in lengths))
+    for name in splits[0]:
+        unit = "" if name in ("ge ops", "host steps") else " ms"
+        print(f"{name:32s} " + " ".join(f"{s[name]:8.3f}" for s in splits) + unit)
 
 
 if __name__ == "__main__":

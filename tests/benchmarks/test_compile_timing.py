@@ -35,9 +35,11 @@ def test_decode_split_times_every_layer_and_restores_them() -> None:
     model = Llama(vocab=16, hidden=16, heads=4, kv_heads=2, layers=1, ffn=16, max_pos=8).eval()
     split = decode_split(model, past=3, dynamic=False, passes=1, calls=3)
     layers = ("dynamo + aot", "compile_fx glue", "executor glue", "host model")
-    assert set(split) == {"call", "eager", "dynamo + aot, graph stubbed", "ge ops", *layers}
+    assert set(split) == {"call", "eager", "dynamo + aot, graph stubbed", "ge ops", "host steps",
+                          *layers}
     # every timer was crossed (a layer the call skips would leave the host model at 0 and
     # its time in the layer above)
     assert split["host model"] > 0 and split["ge ops"] > 0
+    assert 0 < split["host steps"] <= split["ge ops"]
     assert all(split[name] >= 0 for name in layers), split
     assert compile_fx.CompiledGraph.__call__ is before
