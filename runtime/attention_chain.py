@@ -301,15 +301,9 @@ class AttentionChainKernel:
         self.names = " -> ".join(f"{st.op.name} ({st.op.type})" for st in chain)
 
     def __call__(self, q, k, v, shape1=None, shape2=None, masks=(), limits=(), extras=()):
-        try:
-            out = self.fast(q, k, v, shape1, shape2, list(masks), limits)
-        except Exception as e:
-            raise RuntimeError(f"fused attention chain {self.names}: {e}") from e
-        if out is not None:
-            _STATS["fast"] += 1
-            return out
-        _STATS["fallback"] += 1
-        return self.op_by_op(q, k, v, shape1, shape2, masks, limits, extras)
+        return fast_or_op_by_op(self, "fused attention chain", _STATS,
+                                (q, k, v, shape1, shape2, list(masks), limits),
+                                (q, k, v, shape1, shape2, masks, limits, extras))
 
     def fast(self, q, k, v, shape1, shape2, masks, limits=(), q_shape=None, q_scale=1.0,
              out_shape=None) -> Any:
@@ -368,14 +362,7 @@ class AttentionChainKernel:
 
     def op_by_op(self, *values) -> torch.Tensor:
         """The chain's own kernels, one after the other (what an unfused graph runs)."""
-        vals: dict[int, Any] = {}
-        for slot, value in zip(self.slots, values):
-            if isinstance(slot, tuple):
-                vals.update(zip(slot, value))
-            elif slot is not None:
-                vals[slot] = value
-        for st in self.chain:
-            vals[st.outs[0]] = st.fn(*[vals[a] for a in st.args], **st.attrs)
+        vals = run_chain(self.slots, self.chain, values)
         if self.lse_keep is None:
             return vals[self.outs[0]]
         return vals[self.outs[0]], vals[self.outs[1]]
@@ -387,6 +374,35 @@ def _unit_last(x: torch.Tensor) -> torch.Tensor:
 
 def _sizes(shape: Any) -> list[int]:
     return shape if isinstance(shape, list) else shape.tolist()
+
+
+def fast_or_op_by_op(kernel: Any, what: str, stats: dict, fast_args: tuple,
+                     args: tuple) -> Any:
+    """``kernel.fast(*fast_args)``, or its chain op by op when a run-time check refuses;
+    counts the path taken in ``stats``; an error names the chain."""
+    try:
+        out = kernel.fast(*fast_args)
+    except Exception as e:
+        raise RuntimeError(f"{what} {kernel.names}: {e}") from e
+    if out is not None:
+        stats["fast"] += 1
+        return out
+    stats["fallback"] += 1
+    return kernel.op_by_op(*args)
+
+
+def run_chain(slots: tuple, chain: Any, values: tuple) -> dict[int, Any]:
+    """Every slot's value after running ``chain``'s steps one by one on ``values`` (given
+    for ``slots``: a slot, a tuple of slots for a list value, or None)."""
+    vals: dict[int, Any] = {}
+    for slot, value in zip(slots, values):
+        if isinstance(slot, tuple):
+            vals.update(zip(slot, value))
+        elif slot is not None:
+            vals[slot] = value
+    for st in chain:
+        vals[st.outs[0]] = st.fn(*[vals[a] for a in st.args], **st.attrs)
+    return vals
 
 
 def _same_batch(q: torch.Tensor, qs: tuple, k: torch.Tensor, v: torch.Tensor) -> bool:

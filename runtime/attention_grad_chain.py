@@ -58,6 +58,8 @@ from npu_inductor.runtime.attention_chain import (
     _scale_of,
     _sizes,
     _unit_last,
+    fast_or_op_by_op,
+    run_chain,
 )
 from npu_inductor.runtime.step_graph import producers, read_counts, readers, slots
 
@@ -288,15 +290,9 @@ class AttentionGradKernel:
         self.names = " -> ".join(f"{st.op.name} ({st.op.type})" for st in chain)
 
     def __call__(self, q, k, v, do, shape1=None, shape2=None, masks=(), limits=(), extras=()):
-        try:
-            out = self.fast(q, k, v, do, shape1, shape2, list(masks), limits)
-        except Exception as e:
-            raise RuntimeError(f"fused attention backward chain {self.names}: {e}") from e
-        if out is not None:
-            _STATS["fast"] += 1
-            return out
-        _STATS["fallback"] += 1
-        return self.op_by_op(q, k, v, do, shape1, shape2, masks, limits, extras)
+        return fast_or_op_by_op(self, "fused attention backward chain", _STATS,
+                                (q, k, v, do, shape1, shape2, list(masks), limits),
+                                (q, k, v, do, shape1, shape2, masks, limits, extras))
 
     def fast(self, q, k, v, do, shape1, shape2, masks, limits=()) -> Any:
         """(dv, dq, dk) from two flash calls (long sequences, causal or no mask) or the
@@ -355,14 +351,7 @@ class AttentionGradKernel:
 
     def op_by_op(self, *values) -> tuple:
         """The chain's own kernels, one after the other (what an unfused graph runs)."""
-        vals: dict[int, Any] = {}
-        for slot, value in zip(self.slots, values):
-            if isinstance(slot, tuple):
-                vals.update(zip(slot, value))
-            elif slot is not None:
-                vals[slot] = value
-        for st in self.chain:
-            vals[st.outs[0]] = st.fn(*[vals[a] for a in st.args], **st.attrs)
+        vals = run_chain(self.slots, self.chain, values)
         return tuple(vals[s] for s in self.outs)
 
 

@@ -47,6 +47,19 @@ def record_graphs() -> contextlib.AbstractContextManager[list[CompiledGraph]]:
     return recording(COMPILE_HOOKS)
 
 
+def host_model_inputs(graphs: list[CompiledGraph], call: Any) -> tuple[Any, list]:
+    """The host model of the one GE graph in ``graphs`` and (clones of) the inputs that
+    ``call()`` hands it."""
+    assert len(graphs) == 1
+    ex = graphs[0].executor
+    model = ex.device.acl.models[ex.model_id]
+    seen: list = []
+    orig = model.execute
+    model.execute = lambda xs: seen.append([x.clone() for x in xs]) or orig(xs)
+    call()
+    return model, seen[-1]
+
+
 def _tree_tensors(x: Any) -> list[torch.Tensor]:
     return [t for t in torch.utils._pytree.tree_leaves(x) if isinstance(t, torch.Tensor)]
 

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from harness import record_graphs  # noqa: E402
+from harness import host_model_inputs, record_graphs  # noqa: E402
 
 from npu_inductor.runtime import attention_chain  # noqa: E402
 from npu_inductor.runtime.host_model import HostModel  # noqa: E402
@@ -27,16 +27,11 @@ def _loaded(fn, *inputs, dynamic=False):
     with record_graphs() as graphs:
         compiled = torch.compile(fn, backend="npu")
         compiled(*inputs)
-    assert len(graphs) == 1
-    ex = graphs[0].executor
-    model = ex.device.acl.models[ex.model_id]
-    seen = []
-    orig = model.execute
-    model.execute = lambda xs: seen.append([x.clone() for x in xs]) or orig(xs)
     expected = fn(*inputs)
-    got = compiled(*inputs)
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
-    return model, seen[-1]
+    got = []
+    model, xs = host_model_inputs(graphs, lambda: got.append(compiled(*inputs)))
+    torch.testing.assert_close(got[0], expected, rtol=1e-5, atol=1e-5)
+    return model, xs
 
 
 def _both(model, inputs):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from harness import record_graphs  # noqa: E402
+from harness import host_model_inputs, record_graphs  # noqa: E402
 
 from npu_inductor.benchmarks.zoo import LlamaLayer  # noqa: E402
 from npu_inductor.runtime import attention_chain  # noqa: E402
@@ -46,15 +46,8 @@ def _loaded(dynamic: bool, seq: int = 6) -> tuple[HostModel, list[torch.Tensor]]
         compiled = torch.compile(block, backend="npu")
         got = compiled(x)
         torch.testing.assert_close(got, block(x), rtol=1e-5, atol=1e-5)
-    assert len(graphs) == 1
-    ex = graphs[0].executor
-    model = ex.device.acl.models[ex.model_id]
-    seen = []
-    orig = model.execute
-    model.execute = lambda xs: seen.append([t.clone() for t in xs]) or orig(xs)
     with torch.no_grad():
-        compiled(x)
-    return model, seen[-1]
+        return host_model_inputs(graphs, lambda: compiled(x))
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["static", "dynamic"])
