@@ -274,7 +274,7 @@ def _account(root: Path, added: int, size_limit: int) -> None:
         usage = _read_usage(root)
         total = _scan_total(root) if usage is None else usage + added
         if total > size_limit:  # down to 90%, so a full cache does not scan every store
-            _, total = _evict_locked(root, size_limit * 9 // 10)
+            total = _evict_locked(root, size_limit * 9 // 10)
         _replace_text(root / USAGE, str(total))
 
 
@@ -306,17 +306,9 @@ def _entries(root: Path) -> list[tuple[Path, os.stat_result]]:
     return out
 
 
-def evict(root: Path, size_limit: int) -> int:
-    """Remove least recently used entries until the total is within ``size_limit``; returns
-    the number removed."""
-    with locked(root):
-        removed, total = _evict_locked(root, size_limit)
-        _replace_text(root / USAGE, str(total))
-    return removed
-
-
-def _evict_locked(root: Path, size_limit: int) -> tuple[int, int]:
-    """Evict (the caller holds the lock); returns (entries removed, bytes left)."""
+def _evict_locked(root: Path, size_limit: int) -> int:
+    """Evict least recently used entries down to ``size_limit`` (the caller holds the lock);
+    returns the bytes left."""
     removed = 0
     entries = sorted(_entries(root), key=lambda e: e[1].st_mtime)
     total = sum(st.st_size for _, st in entries)
@@ -330,7 +322,7 @@ def _evict_locked(root: Path, size_limit: int) -> tuple[int, int]:
     if removed:
         log.info("npu_inductor cache: evicted %d least recently used entr%s from %s", removed,
                  "y" if removed == 1 else "ies", root)
-    return removed, total
+    return total
 
 
 def count(root: Path, outcome: str) -> None:

@@ -458,12 +458,19 @@ def _is_causal(mask: torch.Tensor) -> bool:
     fill = float("-inf")
     if s > 1 and float(mask[0, -1]) == torch.finfo(mask.dtype).min:
         fill = torch.finfo(mask.dtype).min
-    key = (sq, s, mask.dtype, fill)
+    return torch.equal(mask, causal_band(sq, s, mask.dtype, fill))
+
+
+def causal_band(sq: int, s: int, dtype: torch.dtype = torch.float32,
+                fill: float = float("-inf")) -> torch.Tensor:
+    """The causal band as the lowered mask has it: 0 on and below the diagonal, ``fill``
+    above (the last few kept, by shape, dtype and fill)."""
+    key = (sq, s, dtype, fill)
     ref = _REFS.get(key)
     if ref is None:
         upper = torch.ones(sq, s, dtype=torch.bool).triu_(1)
-        ref = torch.zeros(sq, s, dtype=mask.dtype).masked_fill_(upper, fill)
+        ref = torch.zeros(sq, s, dtype=dtype).masked_fill_(upper, fill)
         if len(_REFS) >= 4:
             _REFS.pop(next(iter(_REFS)))
         _REFS[key] = ref
-    return torch.equal(mask, ref)
+    return ref

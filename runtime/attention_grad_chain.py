@@ -46,7 +46,6 @@ import torch
 
 from npu_inductor.runtime.attention_chain import (
     _FLASH,
-    _REFS,
     _broadcasts_into,
     _causal_program,
     _is_causal,
@@ -58,6 +57,7 @@ from npu_inductor.runtime.attention_chain import (
     _scale_of,
     _sizes,
     _unit_last,
+    causal_band,
     fast_or_op_by_op,
     run_chain,
 )
@@ -338,7 +338,7 @@ class AttentionGradKernel:
         s = torch.bmm(q3 * self.scale if self.scale != 1.0 else q3, k3.mT)
         sv = s.view(view)
         if band:
-            sv.add_(_band(view[-2], view[-1]))
+            sv.add_(causal_band(view[-2], view[-1]))
         for m in masks:
             sv.add_(m)
         p = torch.softmax(sv, -1).view(s.shape)
@@ -353,16 +353,3 @@ class AttentionGradKernel:
         """The chain's own kernels, one after the other (what an unfused graph runs)."""
         vals = run_chain(self.slots, self.chain, values)
         return tuple(vals[s] for s in self.outs)
-
-
-def _band(sq: int, s: int) -> torch.Tensor:
-    """The causal band as the lowered mask has it (0 on and below the diagonal, -inf above)."""
-    key = (sq, s, torch.float32, float("-inf"))
-    ref = _REFS.get(key)
-    if ref is None:
-        upper = torch.ones(sq, s, dtype=torch.bool).triu_(1)
-        ref = torch.zeros(sq, s).masked_fill_(upper, float("-inf"))
-        if len(_REFS) >= 4:
-            _REFS.pop(next(iter(_REFS)))
-        _REFS[key] = ref
-    return ref
