@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import keyword
 import linecache
+import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -49,9 +50,17 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.:/\-]")
 RunFn = Callable[[Sequence[torch.Tensor], dict, Any], list]
 
 
+_PARSED: list = [object(), True]  # the variable's last value and what it means
+
+
 def enabled() -> bool:
-    """Whether loaded host models run generated code (``NPU_INDUCTOR_HOST_CODEGEN``)."""
-    return env_bool(ENV_FLAG, True)
+    """Whether loaded host models run generated code (``NPU_INDUCTOR_HOST_CODEGEN``; read
+    on every call, parsed when it changed)."""
+    raw = os.environ.get(ENV_FLAG)
+    if raw is not _PARSED[0] and raw != _PARSED[0]:
+        _PARSED[1] = env_bool(ENV_FLAG, True)  # (garbage raises, every call)
+        _PARSED[0] = raw
+    return _PARSED[1]
 
 
 def _label(b: Bound) -> str:
