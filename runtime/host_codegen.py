@@ -38,13 +38,14 @@ from npu_inductor.runtime.host_model import (
     _hand_over,
     _store,
 )
-from npu_inductor.runtime.kernels import CONST_INPUTS
+from npu_inductor.runtime.kernels import CONST_INPUTS, KERNELS
 from npu_inductor.runtime.shape_steps import packed_reshape, scalar_size
 from npu_inductor.runtime.size_prelude import attention_sizes, size_input, specialized_slice
 
 ENV_FLAG = "NPU_INDUCTOR_HOST_CODEGEN"
 _HELPERS = (torch.empty, _store, _hand_over, _detach_overlaps, scalar_size, attention_sizes,
-            specialized_slice, size_input)
+            specialized_slice, size_input, torch.mm)
+_MATH = "npu_inductor.runtime.kernels.math"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:/\-]")
 
 RunFn = Callable[[Sequence[torch.Tensor], dict, Any], list]
@@ -121,6 +122,21 @@ def _packed_reshape(b: Bound, consts: dict, sizes: set[int]) -> tuple[list, str]
     return pre, f"{_slot(x, consts)}.reshape(({', '.join(exprs)}{tail}))"
 
 
+def _inline_call(st: Any, args: list[str]) -> str | None:
+    """A kernel that is one torch call, written as that call (no Python frame, no keyword
+    dict per call): a 2-D ``MatMulV2`` without bias (``matmul_2d``: ``torch.mm`` of the
+    operands, ``.mT`` per transpose flag) and a ``Transpose`` by a Const perm."""
+    if st.op.type == "MatMulV2" and getattr(st.fn, "__name__", "") == "matmul_2d" \
+            and st.fn.__module__ == _MATH and len(st.args) == 2:
+        a, b = (f"{x}.mT" if st.attrs.get(flag, False) else x
+                for x, flag in zip(args, ("transpose_x1", "transpose_x2")))
+        return f"mm({a}, {b})"
+    if st.op.type == "Transpose" and st.fn is KERNELS["Transpose"] and len(args) == 2 \
+            and args[1].startswith("l"):
+        return f"{args[0]}.permute({args[1]})"
+    return None
+
+
 def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict,
                   sizes: set[int]) -> dict[str, Any]:
     st = b.step
@@ -134,6 +150,10 @@ def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict,
         and not b.use_out else None
     if inline is not None:
         ctx["pre"], ctx["expr"] = inline
+    elif not b.use_out and st.compute is None:
+        expr = _inline_call(st, args)
+        if expr is not None:
+            ctx["expr"] = expr
     call = args + _attr_call(k, st.attrs, binds)
     if b.use_out:
         s = st.outs[0]

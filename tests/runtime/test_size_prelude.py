@@ -107,7 +107,7 @@ def test_an_error_in_a_run_step_still_names_its_ge_op(llama):
     written before the run's)."""
     _, compiled, hm = llama
     source, closure, lines = host_codegen.host_model_source(hm)
-    k = next(i for i, b in enumerate(hm.bound) if b.step.op.type == "MatMulV2")
+    k = next(i for i, b in enumerate(hm.bound) if b.step.op.type == "AddRmsNorm")
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
