@@ -400,7 +400,13 @@ def variant_run(recompile_limit: int) -> Iterator[tuple[Recorded, Times]]:
     compiles recorded and timed (``compile_clock``), up to ``recompile_limit`` Dynamo
     frames (exact shapes: one per size). No ``backed_size_oblivious`` flag: size 1 needs
     none (``npu_inductor/bucket_options.py``)."""
+    from npu_inductor.buckets import install_compile_callbacks
+
     torch._dynamo.reset()
+    # the reset dropped the callbacks that keep size 1 symbolic under shape_buckets (a
+    # session's first compile, before any reset, has them: importing the backend installs
+    # them); plain dynamic=True still specializes size 1 (Dynamo's 0/1 specialization)
+    install_compile_callbacks()
     gc.collect()  # a collection the previous variant left due would land in this one's times
     with recording() as rec, compile_clock() as clock, \
             torch._dynamo.config.patch(recompile_limit=recompile_limit):
