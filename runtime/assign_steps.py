@@ -13,17 +13,19 @@ the device runs); ``npu_inductor.debug.compare`` still runs op by op, and
 ops.
 
 The whole update, ``Mul(g_i, c)`` then ``p_i.add_(...)`` for every parameter, then runs as
-``torch._foreach_mul`` + ``torch._foreach_add_`` over the parameters (``foreach_updates``;
-eager SGD's foreach path, two calls instead of two per parameter): the same products and
-sums, each rounded once as op by op (bitwise), in batches whose temporaries stay under
-``FOREACH_BYTES``. Only pairs nothing else touches are batched: ``g_i`` a graph input no
-step writes, ``c`` a 0-d Const, the product read by the add alone, ``p_i`` read by no
-other step and the Assign's result by none.
+one step (``foreach_updates``): the products written to a scratch buffer the step keeps (as
+the Mul's workspace slot was; one call at a time, under a lock), then one
+``torch._foreach_add_`` per batch of at most ``FOREACH_BYTES`` of products (eager SGD's
+foreach path): the same products and sums, each rounded once as op by op (bitwise). Only
+pairs nothing else touches are batched: ``g_i`` a graph input no step writes, ``c`` a 0-d
+Const, the product read by the add alone, ``p_i`` read by no other step and the Assign's
+result by none.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import replace
 from typing import Any
 
@@ -70,23 +72,55 @@ def add_into(ref: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return ref.add_(x)
 
 
-FOREACH_BYTES = 64 << 20  # at most this many bytes of products alive at once
+FOREACH_BYTES = 256 << 10  # products per foreach batch, cache-sized (a larger tensor: alone)
+_ALIGN = 64
 
 
 class ForeachUpdate:
-    """``p_i.add_(g_i * c)`` for every i as two foreach calls per batch (see the note)."""
+    """``p_i.add_(g_i * c)`` for every i as two foreach calls per batch (see the note); the
+    products go to one scratch buffer the step keeps (its largest batch), so no call
+    allocates (or page-faults) fresh memory for them."""
 
-    def __init__(self, batches: list[tuple[int, int]]) -> None:
-        self.batches = batches  # [lo, hi) index ranges into the parameter list
+    def __init__(self, sigs: list[tuple[torch.dtype, tuple[int, ...]]]) -> None:
+        self.sigs = sigs
+        self.batches = _batches([_nbytes(sig) for sig in sigs])
+        self._outs: list[list[torch.Tensor]] | None = None
+        self._lock = threading.Lock()
+
+    def _scratch(self) -> list[list[torch.Tensor]]:
+        """Per batch, the views of the scratch buffer its products are written to."""
+        if self._outs is None:
+            layouts, size = [], 0
+            for lo, hi in self.batches:
+                offs, off = [], 0
+                for sig in self.sigs[lo:hi]:
+                    offs.append(off)
+                    off += -(-_nbytes(sig) // _ALIGN) * _ALIGN
+                layouts.append(offs)
+                size = max(size, off)
+            buf = torch.empty(size, dtype=torch.uint8)
+            self._outs = [[buf[o:o + _nbytes(sig)].view(sig[0]).view(sig[1])
+                           for o, sig in zip(offs, self.sigs[lo:hi])]
+                          for offs, (lo, hi) in zip(layouts, self.batches)]
+        return self._outs
 
     def __call__(self, refs: list, grads: list, c: torch.Tensor) -> tuple:
-        for ref, g in zip(refs, grads):
-            if g.dtype != ref.dtype or g.shape != ref.shape:
+        for ref, g, (dtype, shape) in zip(refs, grads, self.sigs):
+            if g.dtype != dtype or ref.dtype != dtype or g.shape != shape \
+                    or ref.shape != shape:
                 raise ValueError(f"Assign(Add(Mul)): {g.dtype} {tuple(g.shape)} added into "
-                                 f"{ref.dtype} {tuple(ref.shape)}")
-        for lo, hi in self.batches:
-            torch._foreach_add_(refs[lo:hi], torch._foreach_mul(grads[lo:hi], c))
+                                 f"{ref.dtype} {tuple(ref.shape)}, compiled for {dtype} "
+                                 f"{shape}")
+        with self._lock:
+            for (lo, hi), outs in zip(self.batches, self._scratch()):
+                for g, out in zip(grads[lo:hi], outs):  # (foreach_mul's out= form allocates)
+                    torch.mul(g, c, out=out)
+                torch._foreach_add_(refs[lo:hi], outs)
         return tuple(refs)
+
+
+def _nbytes(sig: tuple) -> int:
+    return math.prod(sig[1]) * sig[0].itemsize
 
 
 def _batches(sizes: list[int]) -> list[tuple[int, int]]:
@@ -130,13 +164,11 @@ def foreach_updates(steps: list, graph_outputs: set[int], inputs: set[int],
     for c, pairs in groups.items():
         if len(pairs) < 2:
             continue
-        sizes = [math.prod(steps[j].sigs[0][1]) * steps[j].sigs[0][0].itemsize
-                 for _, j in pairs]
         last = max(j for _, j in pairs)
         refs = tuple(steps[j].args[0] for _, j in pairs)
         grads = tuple(steps[i].args[0] for i, _ in pairs)
         members = [k for pair in pairs for k in pair]
-        fused[last] = replace(steps[last], fn=ForeachUpdate(_batches(sizes)),
+        fused[last] = replace(steps[last], fn=ForeachUpdate([steps[j].sigs[0] for _, j in pairs]),
                               args=(refs, grads, c), attrs={},
                               outs=tuple(o for _, j in pairs for o in steps[j].outs),
                               sigs=tuple(g for _, j in pairs for g in steps[j].sigs),

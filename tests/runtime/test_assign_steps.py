@@ -70,14 +70,31 @@ def test_add_into_rejects_a_growing_broadcast():
 
 
 def test_foreach_update_batches_under_the_byte_cap(monkeypatch):
-    """Batches of at most FOREACH_BYTES of products, bitwise the per-parameter update."""
+    """Batches of at most FOREACH_BYTES of products (a larger tensor alone), written to one
+    kept scratch buffer, bitwise the per-parameter update, call after call."""
     monkeypatch.setattr(assign_steps, "FOREACH_BYTES", 100)
-    batches = assign_steps._batches([40, 40, 40, 200, 10])
-    assert batches == [(0, 2), (2, 3), (3, 4), (4, 5)]
-    refs = [torch.randn(10), torch.randn(10), torch.randn(10), torch.randn(50), torch.randn(2)]
-    grads = [torch.randn_like(r) for r in refs]
+    assert assign_steps._batches([40, 40, 40, 200, 10]) == [(0, 2), (2, 3), (3, 4), (4, 5)]
+    shapes = [(10,), (2, 5), (10,), (50,), (2,)]
+    update = assign_steps.ForeachUpdate([(torch.float32, s) for s in shapes])
+    assert update.batches == [(0, 2), (2, 3), (3, 4), (4, 5)]
+    refs = [torch.randn(s) for s in shapes]
     c = torch.tensor(-0.37)
-    want = [r + g * c for r, g in zip(refs, grads)]
-    got = assign_steps.ForeachUpdate(batches)(refs, grads, c)
-    assert all(a is b for a, b in zip(got, refs))
-    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    for _ in range(2):
+        grads = [torch.randn_like(r) for r in refs]
+        want = [r + g * c for r, g in zip(refs, grads)]
+        got = update(refs, grads, c)
+        assert all(a is b for a, b in zip(got, refs))
+        assert all(torch.equal(a, b) for a, b in zip(got, want))
+    scratch = {o.untyped_storage().data_ptr() for outs in update._scratch() for o in outs}
+    assert len(scratch) == 1
+
+
+def test_foreach_update_rejects_a_shape_it_was_not_compiled_for():
+    update = assign_steps.ForeachUpdate([(torch.float32, (3,)), (torch.float32, (2,))])
+    try:
+        update([torch.zeros(3), torch.zeros(3)], [torch.ones(3), torch.ones(3)],
+               torch.tensor(1.0))
+    except ValueError as e:
+        assert "compiled for" in str(e)
+    else:
+        raise AssertionError("a parameter of another shape was updated")
