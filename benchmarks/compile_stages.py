@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     def wrap(m: Any) -> Any:
         return torch.compile(m, backend=backend, **({"options": {}} if backend == "npu" else {}))
 
-    prime([Backend(backend, wrap, npu=backend == "npu")])
+    prime([Backend(backend, wrap, npu=backend == "npu")], case.train)  # as warm.py
     for owner, attr, label in _stages():
         _timed(owner, attr, label)
     opt = torch.optim.SGD(case.model.parameters(), lr=0.0) if case.train else None

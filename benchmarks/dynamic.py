@@ -166,7 +166,7 @@ def run_variant(v: Variant, model: nn.Module, requests: list, eager: list | None
               threads=torch.get_num_threads())
     first_report = len(bucket_reports.REPORTS)
     try:
-        with variant_run(v.name == "npu_exact", len(requests) + 1) as (rec, clock):
+        with variant_run(len(requests) + 1) as (rec, clock):
             count = rec.compiles
             if v.wrap is None:
                 firsts: list[list] = []

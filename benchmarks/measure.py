@@ -395,17 +395,15 @@ def recording() -> Iterator[Recorded]:
 
 
 @contextlib.contextmanager
-def variant_run(exact: bool, recompile_limit: int) -> Iterator[tuple[Recorded, Times]]:
+def variant_run(recompile_limit: int) -> Iterator[tuple[Recorded, Times]]:
     """One stream variant's scope: a fresh Dynamo and a collected heap, npu_inductor's
-    compiles recorded and timed (``compile_clock``). Every size is a new Dynamo frame only
-    when ``exact``; elsewhere size 1 stays symbolic (one graph for every length)."""
-    import torch.fx.experimental._config as fx_config
-
+    compiles recorded and timed (``compile_clock``), up to ``recompile_limit`` Dynamo
+    frames (exact shapes: one per size). No ``backed_size_oblivious`` flag: size 1 needs
+    none (``npu_inductor/bucket_options.py``)."""
     torch._dynamo.reset()
     gc.collect()  # a collection the previous variant left due would land in this one's times
     with recording() as rec, compile_clock() as clock, \
-            torch._dynamo.config.patch(recompile_limit=recompile_limit), \
-            fx_config.patch(backed_size_oblivious=not exact):
+            torch._dynamo.config.patch(recompile_limit=recompile_limit):
         yield rec, clock
 
 

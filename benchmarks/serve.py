@@ -285,7 +285,7 @@ def run_one(model_name: str, make: Callable[[str], Generate], variant: str,
                    threads=torch.get_num_threads())
     first_report = len(bucket_reports.REPORTS)
     try:
-        with variant_run(variant == "npu_exact", 10_000) as (rec, clock):
+        with variant_run(10_000) as (rec, clock):
             if variant == "eager":
                 firsts: list[list] = []
                 cold = _cold_pass(eager, reqs, firsts)

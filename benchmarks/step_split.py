@@ -74,13 +74,10 @@ def _median_ms(samples: list[float], calls: int) -> float:
 def decode_split(model: Llama, past: int = 30, dynamic: bool = True, passes: int = 7,
                  calls: int = 100) -> dict[str, float]:
     """ms per warm decode call in each layer (module docstring), and eager's."""
-    import torch.fx.experimental._config as fx_config
-
     k = torch.randn(len(model.layers), 1, model.layers[0].kv_heads, past, model.layers[0].d)
     tok, v = torch.tensor([[1]]), torch.randn_like(k)
     torch._dynamo.reset()
-    with torch.no_grad(), fx_config.patch(backed_size_oblivious=True), \
-            compile_fx.recording(compile_fx.COMPILE_HOOKS) as graphs:
+    with torch.no_grad(), compile_fx.recording(compile_fx.COMPILE_HOOKS) as graphs:
         step = torch.compile(LlamaDecode(model), backend="npu", dynamic=dynamic)
         step(tok, k, v)
         return _split(step, lambda: model.decode(tok, k, v), (tok, k, v), graphs[-1],

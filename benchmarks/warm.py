@@ -22,8 +22,9 @@ model (the optimizer step still goes through ``torch.compile``).
     python -m npu_inductor.benchmarks.warm --compare bert,llama_prefill inference,training 3 \
         [--precompile]
 
-prints a JSON row per model and mode: median cold (npu, aot_eager) and warm of 3 fresh
-processes each, interleaved (``compare``), in wall time and in CPU time (``cpu_*``).
+prints a JSON row per model and mode: median cold (npu, aot_eager) and warm of 3 (or REPS)
+fresh processes each, interleaved (``compare``), in wall time and in CPU time (``cpu_*``),
+with each figure's spread and the ratios within each round (``summary``).
 """
 
 from __future__ import annotations
@@ -113,16 +114,30 @@ def compare(models: list[str], modes: list[str], reps: int = 3, precompile: bool
                         cpu[name].append(cpu_s)
                         if name == "warm":
                             warm_counters = counters
-            med = {k: statistics.median(v) for k, v in times.items()}
-            cpu_med = {k: statistics.median(v) for k, v in cpu.items()}
-            yield {"model": model, "mode": mode, "precompile": precompile, "samples": times,
-                   "median": med, "cold_vs_aot_eager": med["cold"] / med["aot_eager"],
-                   "warm_vs_cold": med["warm"] / med["cold"], "cpu_samples": cpu,
-                   "cpu_median": cpu_med,
-                   "cpu_cold_vs_aot_eager": cpu_med["cold"] / cpu_med["aot_eager"],
-                   "cpu_warm_vs_cold": cpu_med["warm"] / cpu_med["cold"],
-                   "warm_counters": warm_counters,
+            yield {"model": model, "mode": mode, "precompile": precompile,
+                   **summary(times, cpu), "warm_counters": warm_counters,
                    "load": [round(min(loads), 1), round(max(loads), 1)]}
+
+
+def summary(times: dict[str, list[float]], cpu: dict[str, list[float]]) -> dict[str, Any]:
+    """The samples (wall and CPU s), their medians and the ratios of the medians; and, in CPU
+    time, each sample's spread (min, max) and the ratios within each round (the samples of
+    one round ran back to back, so load drift between rounds cancels) with their median and
+    range: with 3 samples a median cannot tell 1.15x from 1.25x on a 0.2 s compile."""
+    med = {k: statistics.median(v) for k, v in times.items()}
+    cpu_med = {k: statistics.median(v) for k, v in cpu.items()}
+    rounds = {"cold_vs_aot_eager": [c / a for c, a in zip(cpu["cold"], cpu["aot_eager"])],
+              "warm_vs_cold": [w / c for w, c in zip(cpu["warm"], cpu["cold"])]}
+    return {"samples": times, "median": med,
+            "cold_vs_aot_eager": med["cold"] / med["aot_eager"],
+            "warm_vs_cold": med["warm"] / med["cold"], "cpu_samples": cpu,
+            "cpu_median": cpu_med,
+            "cpu_spread": {k: [min(v), max(v)] for k, v in cpu.items()},
+            "cpu_cold_vs_aot_eager": cpu_med["cold"] / cpu_med["aot_eager"],
+            "cpu_warm_vs_cold": cpu_med["warm"] / cpu_med["cold"],
+            "cpu_round_ratios": rounds,
+            "cpu_round_ratio_median": {k: statistics.median(v) for k, v in rounds.items()},
+            "cpu_round_ratio_range": {k: [min(v), max(v)] for k, v in rounds.items()}}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -87,8 +87,11 @@ class CompiledGraph:
         if self.checker is not None:
             self.checker(args)
         inputs = [_as_tensor(args[i]) for i in self.lowered.data_inputs]
-        with _outside_aot_op_analysis():
+        if torch._C._len_torch_dispatch_stack() == 0:  # (the usual call: no mode to leave)
             ge_outs = self.executor.run(inputs)
+        else:
+            with _outside_aot_op_analysis():
+                ge_outs = self.executor.run(inputs)
         outs = []
         for slot in self.lowered.outputs:
             if slot.kind == "ge":
@@ -126,9 +129,23 @@ def _outside_aot_op_analysis() -> Iterator[None]:
         yield
 
 
+_SIZE_TENSORS: dict[int, torch.Tensor] = {}  # size -> its 0-d input tensor (bounded)
+
+
 def _as_tensor(x: Any) -> torch.Tensor:
-    """Graph inputs that are sizes (SymInt placeholders) travel as 0-d int64 tensors."""
-    return x if isinstance(x, torch.Tensor) else torch.tensor(x, dtype=torch.int64)
+    """Graph inputs that are sizes (SymInt placeholders) travel as 0-d int64 tensors, one
+    per size made once (a GE graph never writes a Data input), so that a size seen before
+    is the input buffer bound last time (the executor skips its binding)."""
+    if isinstance(x, torch.Tensor):
+        return x
+    if type(x) is not int:
+        return torch.tensor(x, dtype=torch.int64)
+    t = _SIZE_TENSORS.get(x)
+    if t is None:
+        if len(_SIZE_TENSORS) >= 4096:
+            _SIZE_TENSORS.clear()
+        t = _SIZE_TENSORS[x] = torch.tensor(x, dtype=torch.int64)
+    return t
 
 
 @dataclass

@@ -11,10 +11,19 @@ written straight into ``p`` (bitwise the op-by-op result). The graph is unchange
 the device runs); ``npu_inductor.debug.compare`` still runs op by op, and
 ``NPU_INDUCTOR_HOST_FUSE_ATTENTION=0`` (the switch for host-side step fusion) keeps both
 ops.
+
+The whole update, ``Mul(g_i, c)`` then ``p_i.add_(...)`` for every parameter, then runs as
+``torch._foreach_mul`` + ``torch._foreach_add_`` over the parameters (``foreach_updates``;
+eager SGD's foreach path, two calls instead of two per parameter): the same products and
+sums, each rounded once as op by op (bitwise), in batches whose temporaries stay under
+``FOREACH_BYTES``. Only pairs nothing else touches are batched: ``g_i`` a graph input no
+step writes, ``c`` a 0-d Const, the product read by the add alone, ``p_i`` read by no
+other step and the Assign's result by none.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -59,3 +68,81 @@ def add_into(ref: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"Assign(Add): {x.dtype} {tuple(x.shape)} added into "
                          f"{ref.dtype} {tuple(ref.shape)}")
     return ref.add_(x)
+
+
+FOREACH_BYTES = 64 << 20  # at most this many bytes of products alive at once
+
+
+class ForeachUpdate:
+    """``p_i.add_(g_i * c)`` for every i as two foreach calls per batch (see the note)."""
+
+    def __init__(self, batches: list[tuple[int, int]]) -> None:
+        self.batches = batches  # [lo, hi) index ranges into the parameter list
+
+    def __call__(self, refs: list, grads: list, c: torch.Tensor) -> tuple:
+        for ref, g in zip(refs, grads):
+            if g.dtype != ref.dtype or g.shape != ref.shape:
+                raise ValueError(f"Assign(Add(Mul)): {g.dtype} {tuple(g.shape)} added into "
+                                 f"{ref.dtype} {tuple(ref.shape)}")
+        for lo, hi in self.batches:
+            torch._foreach_add_(refs[lo:hi], torch._foreach_mul(grads[lo:hi], c))
+        return tuple(refs)
+
+
+def _batches(sizes: list[int]) -> list[tuple[int, int]]:
+    out, lo, total = [], 0, 0
+    for i, n in enumerate(sizes):
+        if total and total + n > FOREACH_BYTES:
+            out.append((lo, i))
+            lo, total = i, 0
+        total += n
+    return out + [(lo, len(sizes))]
+
+
+def foreach_updates(steps: list, graph_outputs: set[int], inputs: set[int],
+                    consts: dict[int, torch.Tensor]) -> list:
+    """``steps`` with the ``add_into(p, Mul(g, c))`` pairs of one ``c`` (at least two) as one
+    ``ForeachUpdate`` step where the last of them was (the note's conditions)."""
+    producer = {s: i for i, st in enumerate(steps) for s in st.outs}
+    reads: dict[int, int] = {}
+    for st in steps:
+        for s in slots(st.args):
+            reads[s] = reads.get(s, 0) + 1
+    written = {st.args[0] for st in steps if st.fn is add_into or st.op.type == "Assign"}
+    groups: dict[int, list[tuple[int, int]]] = {}
+    for j, st in enumerate(steps):
+        if st.fn is not add_into or any(reads.get(s) or s in graph_outputs for s in st.outs):
+            continue
+        ref, x = st.args
+        i = producer.get(x)
+        mul = steps[i] if i is not None else None
+        if mul is None or mul.op.type != "Mul" or mul.compute is not None or mul.chain \
+                or len(mul.args) != 2 or reads.get(x) != 1 or x in graph_outputs \
+                or reads.get(ref) != 1 or mul.sigs != st.sigs:
+            continue
+        g, c = mul.args
+        if st.sigs[0][0] is None or g not in inputs or g in written or c not in consts \
+                or consts[c].dim() != 0:
+            continue
+        groups.setdefault(c, []).append((i, j))
+    fused: dict[int, Any] = {}
+    gone: set[int] = set()
+    for c, pairs in groups.items():
+        if len(pairs) < 2:
+            continue
+        sizes = [math.prod(steps[j].sigs[0][1]) * steps[j].sigs[0][0].itemsize
+                 for _, j in pairs]
+        last = max(j for _, j in pairs)
+        refs = tuple(steps[j].args[0] for _, j in pairs)
+        grads = tuple(steps[i].args[0] for i, _ in pairs)
+        members = [k for pair in pairs for k in pair]
+        fused[last] = replace(steps[last], fn=ForeachUpdate(_batches(sizes)),
+                              args=(refs, grads, c), attrs={},
+                              outs=tuple(o for _, j in pairs for o in steps[j].outs),
+                              sigs=tuple(g for _, j in pairs for g in steps[j].sigs),
+                              chain=tuple(st for k in sorted(members) for st in
+                                          (steps[k].chain or (steps[k],))))
+        gone.update(k for k in members if k != last)
+    if not fused:
+        return steps
+    return [fused.get(i, st) for i, st in enumerate(steps) if i not in gone]

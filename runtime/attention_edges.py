@@ -174,14 +174,28 @@ class EdgeAttentionKernel(AttentionChainKernel):
         self.factor, self.scale_step = factor, scale  # (Mul kernel, args: None = q, attrs)
         self.reshape_q, self.reshape_out = reshape_q, reshape_out
 
+    def size_args(self, shape1=None, shape2=None, limits=(), q_sizes=None,
+                  out_sizes=None) -> tuple:
+        """The size arguments as Python ints, as ``__call__`` reads them (the host's size
+        prelude computes them once per input-size signature: ``runtime/size_prelude.py``)."""
+        return (None if shape1 is None else _ints(shape1),
+                None if shape2 is None else _ints(shape2), [scalar_size(n) for n in limits],
+                _ints(q_sizes) if self.reshape_q else None,
+                _ints(out_sizes) if self.reshape_out else None)
+
     def __call__(self, q, k, v, shape1=None, shape2=None, masks=(), limits=(), extras=(),
-                 q_sizes=None, out_sizes=None):
-        qs = _ints(q_sizes) if self.reshape_q else None
-        os = _ints(out_sizes) if self.reshape_out else None
+                 q_sizes=None, out_sizes=None, sizes=None):
+        """``sizes``: ``size_args`` of these arguments, computed before (the tensors are
+        still given: the chain's own kernels read them when a run-time check refuses)."""
+        if sizes is None:
+            s1, s2, lims = shape1, shape2, limits
+            qs = _ints(q_sizes) if self.reshape_q else None
+            os = _ints(out_sizes) if self.reshape_out else None
+        else:
+            s1, s2, lims, qs, os = sizes
         if qs is None or math.prod(qs) == q.numel():
             try:
-                out = self.fast(q, k, v, shape1, shape2, list(masks), limits, qs,
-                                self.factor, os)
+                out = self.fast(q, k, v, s1, s2, list(masks), lims, qs, self.factor, os)
             except Exception as e:
                 raise RuntimeError(f"fused attention chain {self.names}: {e}") from e
             if out is not None and (os is None or tuple(out.shape) == tuple(os)):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import keyword
 import linecache
+import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,6 +30,7 @@ import torch
 
 from npu_inductor.codegen import render
 from npu_inductor.config import env_bool
+from npu_inductor.runtime import size_prelude
 from npu_inductor.runtime.host_model import (
     Bound,
     HostExecutionError,
@@ -36,19 +38,30 @@ from npu_inductor.runtime.host_model import (
     _hand_over,
     _store,
 )
-from npu_inductor.runtime.kernels import CONST_INPUTS
+from npu_inductor.runtime.kernels import CONST_INPUTS, KERNELS
 from npu_inductor.runtime.shape_steps import packed_reshape, scalar_size
+from npu_inductor.runtime.size_prelude import attention_sizes, size_input, specialized_slice
 
 ENV_FLAG = "NPU_INDUCTOR_HOST_CODEGEN"
-_HELPERS = (torch.empty, _store, _hand_over, _detach_overlaps, scalar_size)
+_HELPERS = (torch.empty, _store, _hand_over, _detach_overlaps, scalar_size, attention_sizes,
+            specialized_slice, size_input, torch.mm)
+_MATH = "npu_inductor.runtime.kernels.math"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:/\-]")
 
 RunFn = Callable[[Sequence[torch.Tensor], dict, Any], list]
 
 
+_PARSED: list = [object(), True]  # the variable's last value and what it means
+
+
 def enabled() -> bool:
-    """Whether loaded host models run generated code (``NPU_INDUCTOR_HOST_CODEGEN``)."""
-    return env_bool(ENV_FLAG, True)
+    """Whether loaded host models run generated code (``NPU_INDUCTOR_HOST_CODEGEN``; read
+    on every call, parsed when it changed)."""
+    raw = os.environ.get(ENV_FLAG)
+    if raw is not _PARSED[0] and raw != _PARSED[0]:
+        _PARSED[1] = env_bool(ENV_FLAG, True)  # (garbage raises, every call)
+        _PARSED[0] = raw
+    return _PARSED[1]
 
 
 def _label(b: Bound) -> str:
@@ -109,6 +122,21 @@ def _packed_reshape(b: Bound, consts: dict, sizes: set[int]) -> tuple[list, str]
     return pre, f"{_slot(x, consts)}.reshape(({', '.join(exprs)}{tail}))"
 
 
+def _inline_call(st: Any, args: list[str]) -> str | None:
+    """A kernel that is one torch call, written as that call (no Python frame, no keyword
+    dict per call): a 2-D ``MatMulV2`` without bias (``matmul_2d``: ``torch.mm`` of the
+    operands, ``.mT`` per transpose flag) and a ``Transpose`` by a Const perm."""
+    if st.op.type == "MatMulV2" and getattr(st.fn, "__name__", "") == "matmul_2d" \
+            and st.fn.__module__ == _MATH and len(st.args) == 2:
+        a, b = (f"{x}.mT" if st.attrs.get(flag, False) else x
+                for x, flag in zip(args, ("transpose_x1", "transpose_x2")))
+        return f"mm({a}, {b})"
+    if st.op.type == "Transpose" and st.fn is KERNELS["Transpose"] and len(args) == 2 \
+            and args[1].startswith("l"):
+        return f"{args[0]}.permute({args[1]})"
+    return None
+
+
 def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict,
                   sizes: set[int]) -> dict[str, Any]:
     st = b.step
@@ -117,11 +145,15 @@ def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict,
     ctx: dict[str, Any] = {"index": k, "label": _label(b), "args": args, "use_out": b.use_out,
                            "multi": len(st.outs) > 1, "detach": b.detach, "stores": [],
                            "notask": b.notask, "out_slot": st.outs[0] if st.outs else None,
-                           "pre": []}
+                           "pre": [], "raw": []}
     inline = _packed_reshape(b, consts, sizes) if st.fn is packed_reshape \
         and not b.use_out else None
     if inline is not None:
         ctx["pre"], ctx["expr"] = inline
+    elif not b.use_out and st.compute is None:
+        expr = _inline_call(st, args)
+        if expr is not None:
+            ctx["expr"] = expr
     call = args + _attr_call(k, st.attrs, binds)
     if b.use_out:
         s = st.outs[0]
@@ -144,6 +176,49 @@ def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict,
     return ctx
 
 
+def _prelude_context(model: Any, sp: size_prelude.SizePlan | None, binds: list, sigs: dict,
+                     sizes: set[int]) -> dict[str, Any] | None:
+    """The size prelude (``size_prelude.py``): its steps, conversions and results."""
+    if sp is None or not (sp.steps or sp.attention or sp.slices):
+        return None
+    consts = model.consts
+    steps = [_step_context(k, model.bound[k], consts, binds, sigs, set()) for k in sp.steps]
+    for st in steps:
+        st["frees"] = ""  # prelude values live in the cache
+    post = [f"i{s} = scalar_size(v{s})" for s in sp.ints]
+    post += [f"z{k} = attention_sizes(k{k}, {', '.join(_arg_expr(a, consts) for a in args)})"
+             for k, args in sp.attention.items()]
+    post += [f"k{k}s = specialized_slice({model.bound[k].step.op.type!r}, "
+             f"[{', '.join(_arg_expr(a, consts) for a in args)}], B[{k}].step.attrs)"
+             for k, args in sp.slices.items()]
+    returns = ([f"v{s}" for s in sp.returned] + [f"i{s}" for s in sp.ints]
+               + [f"z{k}" for k in sp.attention] + [f"k{k}s" for k in sp.slices])
+    sizes.update(sp.ints)
+    key = ", ".join(f"i{s}, v{s}.dtype" for s, _ in sp.keys)
+    return {"params": ", ".join(f"v{s}" for s, _ in sp.keys), "steps": steps, "post": post,
+            "returns": returns or ["None"], "key": key + ("," if len(sp.keys) == 1 else ""),
+            "key_ints": [f"i{s} = size_input(v{s}, {name!r})" for s, name in sp.keys],
+            "limit": size_prelude.CACHE_ENTRIES}
+
+
+def _run_context(k: int, b: Bound, model: Any, sp: size_prelude.SizePlan | None, binds: list,
+                 sigs: dict, sizes: set[int]) -> dict[str, Any]:
+    """A step of ``run``: as it is, or with its sizes from the prelude."""
+    if sp is not None and k in sp.dims:
+        x, index = sp.dims[k]
+        sizes.add(b.step.outs[0])
+        ctx = _step_context(k, b, model.consts, [], {}, set())
+        ctx["raw"] = [f"i{b.step.outs[0]} = {_slot(x, model.consts)}.shape[{index}]"]
+        return ctx
+    ctx = _step_context(k, b, model.consts, binds, sigs, sizes)
+    if sp is not None and k in sp.attention:
+        ctx["expr"] = ctx["expr"][:-1] + f", sizes=z{k})"
+    elif sp is not None and k in sp.slices:  # (its result can only view x, not the sizes)
+        ctx["expr"] = f"k{k}s({ctx['args'][0]})"
+        ctx["hand_args"] = ctx["hand_args"][:1]
+    return ctx
+
+
 def _outputs(model: Any) -> list[str]:
     """Inputs, constants and repeated outputs are cloned (never shared with the caller)."""
     seen: set[int] = set()
@@ -159,29 +234,38 @@ def _frees(b: Bound, assigned: set[int]) -> str:
     return ", ".join(f"v{s}" for s in b.frees if s in assigned)
 
 
-def host_model_source(model: Any) -> tuple[str, dict[str, Any], list[int]]:
+def host_model_source(model: Any) -> tuple[str, dict[str, Any], list[tuple[int, int]]]:
     """The generated source, its closure data and the first source line of each step."""
     binds: list = []
     sigs: dict[int, tuple] = {}
-    assigned = set(model.data_slots)
+    sp = size_prelude.plan(model)
     sizes: set[int] = set()  # slots converted to Python ints (``i<slot>``) so far
+    prelude = _prelude_context(model, sp, binds, sigs, sizes)
+    if prelude is not None:
+        sizes.update(s for s, _ in sp.keys)
+    assigned = set(model.data_slots) | set(sp.returned if prelude is not None else ())
+    skip = sp.pure if prelude is not None else set()
     steps = []
     for k, b in enumerate(model.bound):
-        ctx = _step_context(k, b, model.consts, binds, sigs, sizes)
-        assigned.update(s for s, d in zip(b.step.outs, b.dests) if d[0] != "drop")
+        if k in skip:
+            continue
+        ctx = _run_context(k, b, model, sp, binds, sigs, sizes)
+        if not ctx["raw"]:
+            assigned.update(s for s, d in zip(b.step.outs, b.dests) if d[0] != "drop")
         ctx["frees"] = _frees(b, assigned)
         assigned.difference_update(b.frees)
         steps.append(ctx)
-    source = render("host_model.py.jinja", graph_name=model.graph.name,
+    every = steps + (prelude["steps"] if prelude is not None else [])
+    source = render("host_model.py.jinja", graph_name=model.graph.name, prelude=prelude,
                     kernels=range(len(model.bound)), attr_binds=[n for n, _ in binds],
                     consts=sorted(model.consts), graph_sigs=sorted(sigs),
-                    lists=sorted(_decoded_slots(steps)),
+                    lists=sorted(_decoded_slots(every)),
                     detach_steps=[k for k, b in enumerate(model.bound) if b.detach],
                     data=[(s, i) for i, s in enumerate(model.data_slots)], steps=steps,
                     outputs=_outputs(model))
     attrs = {name: (model.bound[k].step.attrs if key is None else
                     model.bound[k].step.attrs[key]) for name, (k, key) in binds}
-    lists = {s: model.consts[s].tolist() for s in _decoded_slots(steps)}
+    lists = {s: model.consts[s].tolist() for s in _decoded_slots(every)}
     closure = {"K": [b.step.fn for b in model.bound], "A": attrs, "C": model.consts, "L": lists,
                "B": dict(enumerate(model.bound)), "S": sigs, "H": _HELPERS}
     return source, closure, _step_lines(source)
@@ -191,10 +275,10 @@ def _decoded_slots(steps: list[dict[str, Any]]) -> set[int]:
     return {int(a[1:]) for st in steps for a in st["args"] if a.startswith("l")}
 
 
-def _step_lines(source: str) -> list[int]:
-    marks = [i + 1 for i, line in enumerate(source.splitlines())
-             if line.lstrip().startswith("# step ")]
-    return marks
+def _step_lines(source: str) -> list[tuple[int, int]]:
+    """(first source line, step index) of each generated step, in source order."""
+    return [(i + 1, int(line.split()[2].rstrip(":"))) for i, line in
+            enumerate(source.splitlines()) if line.lstrip().startswith("# step ")]
 
 
 def compile_host_model(model: Any) -> RunFn | None:
@@ -218,14 +302,15 @@ def write_source(device: Any, model_id: int, path: Path) -> None:
         path.write_text(host_model_source(models[model_id])[0])
 
 
-def _guarded(fast: Callable, model: Any, filename: str, lines: list[int]) -> RunFn:
+def _guarded(fast: Callable, model: Any, filename: str, lines: list[tuple[int, int]]
+             ) -> RunFn:
     def run(inputs: Sequence[torch.Tensor], views: dict, ws: Any) -> list:
         ws_ptr = ws.untyped_storage().data_ptr() if ws is not None else None
         try:
             return fast(inputs, views, ws_ptr)
         except Exception as e:
             k = _failed_step(e, filename, lines)
-            if k is None:
+            if k is None or k < 0:  # (-1: the size inputs, named by their own error)
                 raise
             op = model.bound[k].step.op
             raise HostExecutionError(f"GE op {op.name!r} ({op.type}) failed on the host "
@@ -233,7 +318,8 @@ def _guarded(fast: Callable, model: Any, filename: str, lines: list[int]) -> Run
     return run
 
 
-def _failed_step(e: BaseException, filename: str, lines: list[int]) -> int | None:
+def _failed_step(e: BaseException, filename: str, lines: list[tuple[int, int]]
+                 ) -> int | None:
     """The step whose generated lines raised ``e`` (innermost generated frame)."""
     lineno = None
     tb = e.__traceback__
@@ -241,6 +327,6 @@ def _failed_step(e: BaseException, filename: str, lines: list[int]) -> int | Non
         if tb.tb_frame.f_code.co_filename == filename:
             lineno = tb.tb_lineno
         tb = tb.tb_next
-    if lineno is None or not lines or lineno < lines[0]:
+    if lineno is None or not lines or lineno < lines[0][0]:
         return None
-    return bisect.bisect_right(lines, lineno) - 1
+    return lines[bisect.bisect_right(lines, (lineno, float("inf"))) - 1][1]

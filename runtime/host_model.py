@@ -196,6 +196,7 @@ class HostModel:
         steps = attention_chain.fuse_chains(steps, outs, self.consts)
         steps = attention_grad_chain.fuse_grad_chains(steps, outs, self.consts)
         steps = assign_steps.fuse_assign_adds(steps, outs, set(self.data_slots))
+        steps = assign_steps.foreach_updates(steps, outs, set(self.data_slots), self.consts)
         steps = shape_steps.fuse_dim_sizes(steps, outs, self.consts)
         steps = shape_steps.fuse_reshape_packs(steps, outs)
         steps = attention_edges.fuse_rotary_copies(steps, outs)

@@ -254,12 +254,14 @@ def rotary_position_embedding_grad(dy, cos, sin, x=None, mode=0):
         raise ValueError(f"RotaryPositionEmbeddingGrad: mode {mode} is not implemented here")
     h = dy.shape[-1] // 2
     if x is None and dy.shape[-1] % 2 == 0:
-        # rotate_half^T(g) = cat(g2, -g1) = roll(g, d/2) * -sign: dy * cos plus
-        # roll(dy) * roll(sin) * -sign, one in-place addcmul (sign flips are exact), in
-        # fp32; the unused dcos / dsin are zeros without a buffer of their own (expanded)
+        # rotate_half^T(g) = cat(g2, -g1) with g = dy * sin: dy * cos, then the halves of g
+        # added / subtracted in place (no cat, no roll), in fp32; the unused dcos / dsin are
+        # zeros without a buffer of their own (expanded)
         dyf = dy.float()
-        dx = torch.mul(dyf, cos.float()).addcmul_(
-            dyf.roll(h, -1), _signed_sin(sin.float().roll(h, -1)), value=-1)
+        g = dyf * sin.float()
+        dx = dyf * cos.float()
+        dx[..., :h].add_(g[..., h:])
+        dx[..., h:].sub_(g[..., :h])
         zero = cos.new_zeros(())
         return dx.to(dy.dtype), zero.expand(cos.shape), zero.expand(sin.shape)
     g = dy.float() * sin.float()
@@ -275,14 +277,16 @@ def rotary_position_embedding_grad(dy, cos, sin, x=None, mode=0):
 
 @kernel("SwiGluGrad")
 def swiglu_grad(y_grad, x, dim=-1):
-    """Both halves written in place (fp32; fp16/bf16 computed in fp32, rounded once):
-    d(silu(a) * b) = (silu'(a) * dy * b, silu(a) * dy), no cat."""
+    """Both halves written in place (fp32; fp16/bf16 computed in fp32, rounded once) from one
+    sigmoid: with s = sigmoid(a), d(silu(a) * b) = (dy * b * s * (1 + a * (1 - s)),
+    dy * a * s) -- silu_backward's formula, without computing the sigmoid twice."""
     a, b = (t.float() for t in x.chunk(2, dim=dim))
     dyf = y_grad.float()
+    s = torch.sigmoid(a)
     out = torch.empty(x.shape, dtype=torch.float32)
     da, db = out.chunk(2, dim=dim)
-    torch.mul(dyf, F.silu(a), out=db)
-    torch.ops.aten.silu_backward.grad_input(dyf * b, a, grad_input=da)
+    torch.mul(a, s, out=db).mul_(dyf)
+    torch.mul(dyf, b, out=da).mul_(torch.rsub(s, 1).mul_(a).add_(1).mul_(s))
     return out.to(x.dtype)
 
 

@@ -112,3 +112,19 @@ def test_prime_runs_a_training_step_with_a_compiled_optimizer_step() -> None:
     wrapped.clear()
     prime([Backend("eager", wrap)], train=False)  # inference runs: the forward alone
     assert len(wrapped) == 1 and wrapped[0].weight.grad is None
+
+
+def test_warm_summary_reports_round_ratios_and_spread() -> None:
+    """``warm.summary``: ratios within each interleaved round and each figure's spread, next
+    to the medians (samples chosen so the median of ratios differs from the ratio of
+    medians)."""
+    from npu_inductor.benchmarks.warm import summary
+
+    cpu = {"aot_eager": [1.0, 2.0, 4.0], "cold": [1.5, 2.0, 3.0], "warm": [0.75, 0.5, 1.5]}
+    row = summary({k: list(v) for k, v in cpu.items()}, cpu)
+    assert row["cpu_round_ratios"]["cold_vs_aot_eager"] == [1.5, 1.0, 0.75]
+    assert row["cpu_round_ratios"]["warm_vs_cold"] == [0.5, 0.25, 0.5]
+    assert row["cpu_round_ratio_median"] == {"cold_vs_aot_eager": 1.0, "warm_vs_cold": 0.5}
+    assert row["cpu_round_ratio_range"]["cold_vs_aot_eager"] == [0.75, 1.5]
+    assert row["cpu_spread"]["aot_eager"] == [1.0, 4.0]
+    assert row["cpu_cold_vs_aot_eager"] == 1.0 and row["cpu_warm_vs_cold"] == 0.375

@@ -1,6 +1,7 @@
 """The host device's in-place execution of ``Assign(ref, Add(ref, x))`` (runtime/
 assign_steps.py): a compiled SGD step updates each parameter with one add into its own
-memory, bitwise what the same graph gives op by op."""
+memory (all of them in one foreach multiply and add), bitwise what the same graph gives op
+by op."""
 
 import sys
 from pathlib import Path
@@ -43,8 +44,9 @@ def test_sgd_update_is_one_add_into_the_parameter():
     loaded, inputs = _sgd_step_model()
     fused = HostModel(loaded.graph, loaded.allocator, fuse_attention=True)
     plain = HostModel(loaded.graph, loaded.allocator, fuse_attention=False)
-    assert sum(st.fn is assign_steps.add_into for st in fused.steps) == 2
-    assert "Add" not in {st.op.type for st in fused.steps}
+    (update,) = [st for st in fused.steps if isinstance(st.fn, assign_steps.ForeachUpdate)]
+    assert len(update.args[0]) == 2 and len(update.chain) == 6  # 2 x (Mul, Add, Assign)
+    assert not {"Add", "Mul"} & {st.op.type for st in fused.steps}
     assert "Add" in {st.op.type for st in plain.steps}  # the GE graph is unchanged
     a, b = [x.clone() for x in inputs], [x.clone() for x in inputs]
     ptrs = [x.data_ptr() for x in a]
@@ -65,3 +67,17 @@ def test_add_into_rejects_a_growing_broadcast():
         assert "added into" in str(e)
     else:
         raise AssertionError("a sum larger than ref was accepted")
+
+
+def test_foreach_update_batches_under_the_byte_cap(monkeypatch):
+    """Batches of at most FOREACH_BYTES of products, bitwise the per-parameter update."""
+    monkeypatch.setattr(assign_steps, "FOREACH_BYTES", 100)
+    batches = assign_steps._batches([40, 40, 40, 200, 10])
+    assert batches == [(0, 2), (2, 3), (3, 4), (4, 5)]
+    refs = [torch.randn(10), torch.randn(10), torch.randn(10), torch.randn(50), torch.randn(2)]
+    grads = [torch.randn_like(r) for r in refs]
+    c = torch.tensor(-0.37)
+    want = [r + g * c for r, g in zip(refs, grads)]
+    got = assign_steps.ForeachUpdate(batches)(refs, grads, c)
+    assert all(a is b for a, b in zip(got, refs))
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
