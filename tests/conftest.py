@@ -40,6 +40,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "fallback(reason): the test exercises the eager fallback, so it compiles "
                    "with the default fallback='eager' instead of the strict test default")
+    # CI's ``-n 2 --dist loadfile``: files handed out longest first (file_costs.py), not by
+    # number of tests (xdist's default reordering, off here; the workers order the collection)
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def _fallback_reason(item: pytest.Item) -> str | None:
@@ -112,3 +116,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         reason = KNOWN_FAILURES.get(item.nodeid)
         if reason is not None:
             item.add_marker(pytest.mark.xfail(reason=reason, strict=False))
+    if hasattr(config, "workerinput"):  # an xdist worker: see pytest_configure
+        from file_costs import longest_first
+
+        items[:] = longest_first(items)

@@ -1,9 +1,9 @@
 """Run OpInfo entries through ``torch.compile(backend="npu")`` and compare with eager.
 
-Shared by ``test_opinfo.py`` and ``tools/opinfo_report.py``. Budget choices (the sweep must
-fit the CI budget on 2 cores): the first ``FLOAT32_SAMPLES`` samples in float32 and the
-first ``OTHER_SAMPLES`` in float16 / bfloat16, int64 and bool, each where the op supports
-it on CPU;
+Shared by the ``test_opinfo_*.py`` files and ``tools/opinfo_report.py``. Budget choices
+(the sweep must fit the CI budget on 2 cores): the first ``FLOAT32_SAMPLES`` samples in
+float32 and the first ``OTHER_SAMPLES`` in float16 / bfloat16, int64 and bool, each where
+the op supports it on CPU;
 each (entry, dtype) gets its own code object, so Dynamo neither reuses nor evicts another
 entry's cache and no ``torch._dynamo.reset()`` is needed between entries (one every
 ``RESET_EVERY`` runs bounds memory).
@@ -177,7 +177,7 @@ def _graph_breaks() -> Counter:
 _RUNS = itertools.count(1)
 # Device-rule violations (Ascend910B1) of every GE graph the sweep compiled, as built and as
 # the device deserializes it, and of every compile a device rule refused: never an expected
-# failure (the manifest cannot hold them), asserted empty by test_opinfo.py.
+# failure (the manifest cannot hold them), asserted empty by the test_opinfo_*.py files.
 VIOLATIONS: list[str] = []
 GRAPHS_CHECKED = Counter()
 

@@ -1,0 +1,18 @@
+"""OpInfo sweep, int64 and bool: every ``op_db`` entry that supports them on CPU, compiled
+vs eager (what the sweep does and its manifest: ``cases.py``)."""
+
+from __future__ import annotations
+
+import pytest
+from opinfo import cases, manifest
+
+
+@pytest.mark.parametrize("entry,dtype", [
+    cases.xfail((e, d), manifest.INT_BOOL.get(cases.key(e, d))) for e, d in cases.INT_BOOL])
+def test_int64_and_bool_match_eager(entry, dtype, record_property):
+    r = cases.tested_result(entry, dtype, record_property)
+    assert r.passed, r.error
+
+
+def test_sweep_graphs_obey_device_rules():
+    cases.check_device_rules()
