@@ -31,17 +31,13 @@ from typing import Any
 
 import torch
 
-from npu_inductor.runtime.step_graph import slots
+from npu_inductor.runtime.step_graph import producers, read_counts
 
 
 def fuse_assign_adds(steps: list, graph_outputs: set[int], refs: set[int]) -> list:
     """``steps`` with each ``Assign(ref, Add(ref, x))`` (``ref`` a graph input in
     ``refs``, the sum read only by the Assign, same dtype and shape) as one step."""
-    producer = {s: i for i, st in enumerate(steps) for s in st.outs}
-    reads: dict[int, int] = {}
-    for st in steps:
-        for s in slots(st.args):
-            reads[s] = reads.get(s, 0) + 1
+    producer, reads = producers(steps), read_counts(steps)
     fused: dict[int, Any] = {}
     gone: set[int] = set()
     for j, st in enumerate(steps):
@@ -137,11 +133,7 @@ def foreach_updates(steps: list, graph_outputs: set[int], inputs: set[int],
                     consts: dict[int, torch.Tensor]) -> list:
     """``steps`` with the ``add_into(p, Mul(g, c))`` pairs of one ``c`` (at least two) as one
     ``ForeachUpdate`` step where the last of them was (the note's conditions)."""
-    producer = {s: i for i, st in enumerate(steps) for s in st.outs}
-    reads: dict[int, int] = {}
-    for st in steps:
-        for s in slots(st.args):
-            reads[s] = reads.get(s, 0) + 1
+    producer, reads = producers(steps), read_counts(steps)
     written = {st.args[0] for st in steps if st.fn is add_into or st.op.type == "Assign"}
     groups: dict[int, list[tuple[int, int]]] = {}
     for j, st in enumerate(steps):

@@ -32,7 +32,7 @@ from npu_inductor.runtime.attention_edges import EdgeAttentionKernel
 from npu_inductor.runtime.host_model import HostExecutionError
 from npu_inductor.runtime.kernels import SPECIALIZERS
 from npu_inductor.runtime.shape_steps import DimSize, packed_reshape, scalar_size
-from npu_inductor.runtime.step_graph import slots
+from npu_inductor.runtime.step_graph import producers, slots
 
 SIZE_OPS = frozenset({"Pack", "Mul", "Add", "Sub", "ConcatV2", "Maximum", "Minimum"})
 CACHE_ENTRIES = 64  # sizes seen; the cache is emptied when full
@@ -61,6 +61,7 @@ def plan(model: Any) -> SizePlan | None:
     keys = _size_inputs(model)
     p = SizePlan(keys)
     known = set(model.consts) | {s for s, _ in keys}  # values the prelude can compute
+    steps = [b.step for b in model.bound]
     for k, b in enumerate(model.bound):
         st = b.step
         if keys and st.op.type in SIZE_OPS and st.compute is None and not b.use_out \
@@ -70,11 +71,12 @@ def plan(model: Any) -> SizePlan | None:
                 and all(g[0] in _INTS and len(g[1]) <= 1 for g in st.sigs):
             p.steps.append(k)
             known.update(st.outs)
-    pure_outs = {s for k in p.steps for s in model.bound[k].step.outs}
+    pure = set(p.steps)
+    pure_outs = {s for k in pure for s in steps[k].outs}
     size_reads = _reshape_size_reads(model)
     for k, b in enumerate(model.bound):
         st = b.step
-        if k in p.pure:
+        if k in pure:
             continue
         if isinstance(st.fn, EdgeAttentionKernel) and len(st.args) == 10 \
                 and all(s in known for i in _EDGE_SIZES for s in slots((st.args[i],))):
@@ -89,18 +91,15 @@ def plan(model: Any) -> SizePlan | None:
             p.dims[k] = (st.args[0], st.fn.index)
     if not p.steps and not p.dims:
         return None
-    read_outside = {s for k, b in enumerate(model.bound) if k not in p.pure
+    read_outside = {s for k, b in enumerate(model.bound) if k not in pure
                     and k not in p.attention and k not in p.slices for s in slots(b.step.args)}
     for k in p.attention:  # the tensors too: the chain's own kernels read them on a refusal
         read_outside.update(slots(model.bound[k].step.args))
     p.returned = sorted(s for s in pure_outs if s in read_outside)
+    producer = producers(steps)
     p.ints = sorted(s for s in pure_outs if size_reads.get(s) is not None
-                    and model.bound[_producer(model, s)].step.sigs[0][1] == ())
+                    and steps[producer[s]].sigs[0][1] == ())
     return p
-
-
-def _producer(model: Any, slot: int) -> int:
-    return next(k for k, b in enumerate(model.bound) if slot in b.step.outs)
 
 
 def _size_inputs(model: Any) -> list[tuple[int, str]]:
