@@ -40,11 +40,11 @@ from npu_inductor.runtime.host_model import (
 )
 from npu_inductor.runtime.kernels import CONST_INPUTS, KERNELS
 from npu_inductor.runtime.shape_steps import packed_reshape, scalar_size
-from npu_inductor.runtime.size_prelude import attention_sizes, size_input, specialized_slice
+from npu_inductor.runtime.size_prelude import size_input, specialized_slice
 
 ENV_FLAG = "NPU_INDUCTOR_HOST_CODEGEN"
-_HELPERS = (torch.empty, _store, _hand_over, _detach_overlaps, scalar_size, attention_sizes,
-            specialized_slice, size_input, torch.mm)
+_HELPERS = (torch.empty, _store, _hand_over, _detach_overlaps, scalar_size, specialized_slice,
+            size_input, torch.mm)
 _MATH = "npu_inductor.runtime.kernels.math"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:/\-]")
 
@@ -186,7 +186,7 @@ def _prelude_context(model: Any, sp: size_prelude.SizePlan | None, binds: list, 
     for st in steps:
         st["frees"] = ""  # prelude values live in the cache
     post = [f"i{s} = scalar_size(v{s})" for s in sp.ints]
-    post += [f"z{k} = attention_sizes(k{k}, {', '.join(_arg_expr(a, consts) for a in args)})"
+    post += [f"z{k} = k{k}.size_args({', '.join(_arg_expr(a, consts) for a in args)})"
              for k, args in sp.attention.items()]
     post += [f"k{k}s = specialized_slice({model.bound[k].step.op.type!r}, "
              f"[{', '.join(_arg_expr(a, consts) for a in args)}], B[{k}].step.attrs)"

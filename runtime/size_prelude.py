@@ -150,11 +150,6 @@ def _const_int(t: torch.Tensor) -> bool:
     return t.dim() == 0 and t.dtype in _INTS
 
 
-def attention_sizes(kernel: EdgeAttentionKernel, *args: Any) -> tuple:
-    """A fused attention step's size arguments as ints (``EdgeAttentionKernel.size_args``)."""
-    return kernel.size_args(*args)
-
-
 def specialized_slice(op_type: str, args: list, attrs: dict) -> Any:
     """A StridedSliceV2 kernel with its begin/end/axes/strides fixed (their values: Consts
     and prelude results), or the generic kernel when the specializer declines."""
