@@ -22,6 +22,7 @@ from npu_inductor.buckets import (
     EagerFirstCall,
     _call_without_dynamo,
     find_bucketed_dims,
+    is_symbolic,
     new_report,
     static_bucketed_dims,
 )
@@ -81,8 +82,7 @@ def _eager_first_call(gm: torch.fx.GraphModule, example_inputs: list[Any], confi
     size recompiles a general, bucketed graph). A fully static graph compiles on its second
     call; a partly dynamic one (size 1 under ``dynamic=True``) goes through AOTAutograd now
     (its symbols need Dynamo's context) and compiles lazily, keeping its symbols."""
-    if not any(isinstance(x, torch.SymInt) or (isinstance(x, torch.Tensor) and any(
-            isinstance(s, torch.SymInt) for s in x.shape)) for x in example_inputs):
+    if not any(is_symbolic(x) for x in example_inputs):
         return EagerFirstCall(gm, functools.partial(
             _compile, gm, example_inputs, config, []), labels)
     reason = (f"first call of {', '.join(labels)} ran in eager: Dynamo specialized size 1 "

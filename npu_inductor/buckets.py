@@ -225,7 +225,7 @@ def static_bucketed_dims(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     a size 1 that Dynamo specialized in a partly dynamic graph (``dynamic=True``: the next
     size recompiles the general graph, which size 1 then runs; see ``bucket_options``)."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    partly = any(_symbolic(n.meta.get("example_value")) for n in placeholders)
+    partly = any(is_symbolic(n.meta.get("example_value")) for n in placeholders)
     out = []
     for pos, dim, _ in _bucket_specs(placeholders, example_inputs, config):
         size = placeholders[pos].meta["example_value"].shape[dim]
@@ -234,7 +234,8 @@ def static_bucketed_dims(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     return out
 
 
-def _symbolic(value: Any) -> bool:
+def is_symbolic(value: Any) -> bool:
+    """A SymInt, or a tensor with a SymInt size."""
     if isinstance(value, torch.Tensor):
         return any(isinstance(s, torch.SymInt) for s in value.shape)
     return isinstance(value, torch.SymInt)
