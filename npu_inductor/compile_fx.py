@@ -383,7 +383,10 @@ def load_graph(lowered: LoweredGraph, config: NpuConfig,
         air, source, om = cached.air, cached.source, cached.om
     # a cached graph's name from its executor (CachedLowered parses the .air only when asked)
     module = codegen.load_executor(source, name or lowered.graph.name)
-    executor = module.Executor(device, om if device.kind == "acl" else air)
+    # the graph was checked against the device rules when built (or stored: same source)
+    checked = device.acl.rules_checked() if device.kind == "host" else contextlib.nullcontext()
+    with checked:
+        executor = module.Executor(device, om if device.kind == "acl" else air)
     executor.source = source
     device.configure_model(executor.model_id, config)  # memory_plan / memory_limit
     return CompiledGraph(module.GRAPH_NAME, lowered, executor, air, om)

@@ -113,8 +113,9 @@ class HostModel:
     """A loaded GE graph, executable with host kernels in a planned workspace."""
 
     def __init__(self, graph: Graph, allocator: Any = None, *, memory_plan: bool = True,
-                 fuse_attention: bool | None = None) -> None:
+                 fuse_attention: bool | None = None, rules_checked: bool = False) -> None:
         self.graph = graph
+        self.rules_checked = rules_checked  # the device rules passed already (HostAcl)
         # run fp32 attention chains (runtime/attention_chain.py) and Reshape(Pack) pairs
         # (runtime/shape_steps.py) as one step each; None: the environment's switch
         self.fuse_attention = attention_chain.enabled() if fuse_attention is None \
@@ -138,7 +139,8 @@ class HostModel:
 
     # ---- loading ---------------------------------------------------------------------------
     def _build(self) -> None:
-        check_graph(self.graph)  # refuse what the device refuses (device_rules.py)
+        if not self.rules_checked:
+            check_graph(self.graph)  # refuse what the device refuses (device_rules.py)
         slot_of: dict[str, int] = {}
         raw: list[tuple[OpNode, tuple]] = []
         data_slot: dict[int, int] = {}
