@@ -34,10 +34,11 @@ Compiles count FX graphs npu_inductor compiled; padding is padded / real prompt 
 from __future__ import annotations
 
 import copy
+import gc
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
@@ -60,6 +61,7 @@ from npu_inductor.benchmarks.runner import _error_text
 from npu_inductor.benchmarks.zoo import Llama, LlamaDecode
 
 VOCAB = 1000
+P = TypeVar("P")
 VARIANTS = ("eager", "npu_exact", "npu_dynamic", "npu_pow2", "npu_auto")
 
 
@@ -233,6 +235,20 @@ def _warm_pass(eager: Generate, generate: Generate, reqs: list[Request],
     return mine, theirs, my_ttfts, their_ttfts
 
 
+def _without_gc(fn: Callable[..., P], *args: Any) -> P:
+    """``fn(*args)`` with the garbage collector off, after a collection of what the last pass
+    left and a ``gc.freeze()`` of every survivor: a collection the compiles' heap made due
+    (a full one scans millions of objects, 0.1-0.3 s) otherwise lands in a random timed
+    request. ``run_one`` unfreezes at the variant's end."""
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        return fn(*args)
+    finally:
+        gc.enable()
+
+
 EagerLog = list[tuple[Times, list[Times]]]  # eager's warm passes and first-token times
 
 
@@ -243,7 +259,7 @@ def measure(row: ServeRow, eager: Generate, generate: Generate, reqs: list[Reque
     figures and ``outputs`` (first pass)."""
     outs: list[list] = []
     cold, passes = stream_passes(lambda: _cold_pass(generate, reqs, outs),
-                                 lambda i: _warm_pass(eager, generate, reqs, i),
+                                 lambda i: _without_gc(_warm_pass, eager, generate, reqs, i),
                                  lambda p: p[0], compiles, warm)
     mine, theirs = [p[0] for p in passes], [p[1] for p in passes]
     eager_log += [(p[1], p[3]) for p in passes]
@@ -296,6 +312,8 @@ def run_one(model_name: str, make: Callable[[str], Generate], variant: str,
     except Exception as e:  # noqa: BLE001 - a variant that cannot run yet is a result
         row.error = _error_text(e)
         return row
+    finally:
+        gc.unfreeze()  # the next variant_run's collection frees this variant's graphs
     row.compiles = rec.compiles()
     reports = bucket_reports.REPORTS[first_report:]
     real = sum(r.real_elements for r in reports if not r.exact_reasons)
