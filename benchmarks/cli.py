@@ -82,6 +82,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--passes", type=int, default=3, help="dynamic/serve: at least this many "
                    "warm passes (figures are their median)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cache-dir", type=Path, help="compile into this folder (npu_inductor's "
+                   "and torch's caches under it, kept; a rerun then hits them) instead of "
+                   "fresh empty folders made for the run and removed after it (the default: "
+                   "every run compiles cold, so cold and compile columns reproduce)")
     p.add_argument("--precompile", action="store_true", help="graph mode's fresh-process "
                    "cold and warm compiles use npu_inductor.precompile (no Dynamo trace warm)")
     p.add_argument("--out", type=Path, help="write CSV, JSON, Markdown and PNG charts here")
@@ -225,13 +229,20 @@ def configure(args: argparse.Namespace) -> None:
 
 
 @contextlib.contextmanager
-def fresh_caches() -> Iterator[None]:
+def fresh_caches(keep: Path | None = None) -> Iterator[None]:
     """Empty cache folders for the run, so "cold" really is cold: torch's (Inductor's FX
     graph cache, the AOTAutograd cache npu_inductor takes part in) and npu_inductor's own.
-    The warm processes inherit them; the environment is restored afterwards."""
+    The warm processes inherit them; the environment is restored afterwards. ``keep``
+    (``--cache-dir``): both under that folder instead, kept after the run."""
     names = ("TORCHINDUCTOR_CACHE_DIR", "NPU_INDUCTOR_CACHE_DIR")
     saved = {k: os.environ.get(k) for k in names}
-    folders = [tempfile.mkdtemp(prefix="npu_bench_cache_") for _ in names]
+    if keep is None:
+        folders = [tempfile.mkdtemp(prefix="npu_bench_cache_") for _ in names]
+    else:
+        folders = [str(keep.resolve() / "torch"), str(keep.resolve() / "npu_inductor")]
+    print(f"compile cache: {folders[1]}" + (" (kept, --cache-dir)" if keep else
+                                           " (fresh for this run, removed after it)"),
+          flush=True)
     os.environ.update(zip(names, folders))
     try:
         yield
@@ -241,7 +252,7 @@ def fresh_caches() -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        for folder in folders:
+        for folder in folders if keep is None else ():
             shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -258,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     for message in messages:
         print(message, flush=True)
     start = time.perf_counter()
-    with fresh_caches():
+    with fresh_caches(args.cache_dir):
         rows = run_all(args, settings, models, modes)
         others = [r for r in rows if r.mode != "dynamic"]  # the streams print their own tables
         if others or not {"dynamic", "serve"} & set(modes):

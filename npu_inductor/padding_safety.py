@@ -28,7 +28,7 @@ from typing import Any
 
 import sympy
 import torch
-from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statically_known_true
 
 from npu_inductor.lowering.registry import bind
 from npu_inductor.padding_masks import NEG, KnownTails, iota_dim
@@ -353,10 +353,8 @@ class _Analysis:
         if end is None or (isinstance(end, int) and end >= 2 ** 62):
             return True
         expr = _expr(end) if isinstance(end, torch.SymInt) else None
-        if expr is None or not prefix_dim(expr, self.symbols):
-            return False
-        sym = next(x for x in self.symbols if x in expr.free_symbols)
-        return int(expr - sym) <= 0
+        offset = None if expr is None else prefix_offset(expr, self.symbols)
+        return offset is not None and offset.is_Integer and int(offset) <= 0
 
     def _along_unpadded(self, node: torch.fx.Node, tails: list) -> str:
         first = node.args[0][0] if node.target is aten.cat.default else node.args[0]
@@ -381,10 +379,14 @@ def _value(arg: Any) -> Any:
 
 
 def _nonnegative(start: Any) -> bool:
-    """Counts from the start of the dim (a negative start counts from its padded end)."""
+    """Counts from the start of the dim (a negative start counts from its padded end). A
+    symbolic start counts when the graph's guards prove it ``>= 0``: ``x[:, -k:]`` traced
+    with ``k = 0`` (not size-oblivious: the first compile after ``torch._dynamo.reset()``)
+    guards ``-k >= 0``, so its graph serves only ``k <= 0``, i.e. ``x[:, |k|:]``."""
     if isinstance(start, int):
         return start >= 0
-    return isinstance(start, torch.SymInt) and bool(_expr(start).is_nonnegative)
+    return isinstance(start, torch.SymInt) and (
+        bool(_expr(start).is_nonnegative) or statically_known_true(start >= 0))
 
 
 def check_outputs(gm: torch.fx.GraphModule, symbols: set, tails: set = frozenset()) -> None:
@@ -409,10 +411,26 @@ def _expr(size: Any) -> sympy.Expr:
 
 
 def prefix_dim(expr: sympy.Expr, symbols: Iterable) -> bool:
-    """``s + c`` for one bucketed symbol ``s`` and an integer ``c``: the valid region is the
-    prefix ``[:n + c]`` (a dim that merged a padded dim with others, e.g. ``b*s``, is not)."""
+    """``s + c`` for one bucketed symbol ``s`` and an offset ``c``: the valid region is the
+    prefix ``[:n + c]`` (a dim that merged a padded dim with others, e.g. ``b*s``, is not).
+    ``c`` is an integer, or an expression of backed unpadded symbols (sizes and int inputs
+    the call passes unchanged, e.g. ``s + k`` of ``x[:, -k:]`` under a ``k <= 0`` guard):
+    it has the same value padded or not, and slicing back evaluates it per call."""
+    return prefix_offset(expr, symbols) is not None
+
+
+def prefix_offset(expr: sympy.Expr, symbols: Iterable) -> sympy.Expr | None:
+    """``c`` of a ``s + c`` dim (see ``prefix_dim``), or None."""
     syms = [s for s in symbols if s in expr.free_symbols]
-    return len(syms) == 1 and sympy.simplify(expr - syms[0]).is_Integer
+    if len(syms) != 1:
+        return None
+    offset = sympy.simplify(expr - syms[0])
+    if offset.is_Integer:
+        return offset
+    if not offset.is_polynomial(*offset.free_symbols) or free_unbacked_symbols(offset) or \
+            offset.free_symbols & set(symbols):
+        return None
+    return offset
 
 
 def _flatten(x: Any) -> list:

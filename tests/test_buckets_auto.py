@@ -212,7 +212,7 @@ def test_transformers_llama_prefill_logits_to_keep_buckets(keep):
     model = transformers.LlamaForCausalLM(cfg).eval()
     compiled = torch.compile(model.forward, backend="npu", dynamic=True,
                              options={"shape_buckets": {"input_ids": {1: [8, 16]}}})
-    with torch.no_grad(), record_graphs() as graphs, fx_config.patch(backed_size_oblivious=True):
+    with torch.no_grad(), record_graphs() as graphs:
         for n in (3, 5, 8, 11, 16):
             ids = torch.randint(1, 100, (1, n))
             kw = {"attention_mask": torch.ones_like(ids), "logits_to_keep": keep}  # as generate()
@@ -221,8 +221,25 @@ def test_transformers_llama_prefill_logits_to_keep_buckets(keep):
             assert out.shape == ref.shape == (1, keep or n, 100)
             torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
     report = buckets.REPORTS[-1]
-    assert report.safety.safe and report.safety.tail_slices, report.safety
+    assert report.safety.safe, report.safety
+    # keep=1 is a constant (Dynamo specializes 1): a tail slice gathers row n-1. keep=0 is
+    # a symbolic k, traced as x[:, -k:] with k = 0 under the guard -k >= 0 (no size-oblivious
+    # flag: this test's first compile follows a torch._dynamo.reset()): a slice from a start
+    # the guards prove non-negative, its dim n + k sliced back per call
+    assert bool(report.safety.tail_slices) == (keep == 1), report.safety
     assert len(graphs) == report.compiles == 2
+
+
+def test_slice_from_a_guarded_nonnegative_start():
+    """``x[:, -k:]`` traced with k <= 0 guards ``-k >= 0``: a slice from the start |k| whose
+    dim ``s + k`` is a prefix (sliced back per call); traced with k > 0 it reads the padded
+    end and is refused."""
+    def f(x, k):
+        return (x * 2)[:, -k:] + 1
+
+    assert _safety(f, torch.randn(2, 7), -3, padded=(1,)).safe
+    refused = _safety(f, torch.randn(2, 7), 3, padded=(1,))
+    assert not refused.safe and "from its end" in refused.reason
 
 
 def test_constant_tail_slice_gathers_the_last_valid_rows():

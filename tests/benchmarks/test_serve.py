@@ -75,3 +75,21 @@ def test_dynamic_stream_reports_compile_time_apart_from_steady_state() -> None:
     # (Dynamo's 0/1 specialization); shape_buckets keep size 1 in their bucket graph
     assert rows["npu_dynamic"].compiles == 2
     assert rows["npu_exact"].compiles == 2
+
+
+def test_eager_base_is_its_least_disturbed_passes() -> None:
+    """tok/s and TTFT scale from eager's 10th-percentile pass and per-request TTFT (a load
+    spike in some passes does not move them), the ``own`` columns stay medians."""
+    from npu_inductor.benchmarks.measure import Times
+    from npu_inductor.benchmarks.serve import ServeRow, _warm_figures, scale_to_eager
+
+    eager, variant = ServeRow("m", "eager", 2, tokens=10), ServeRow("m", "npu_dynamic", 2, 10)
+    cpu = [1.0, 1.0, 1.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0]  # 8 of 11 passes disturbed
+    # request 0 took 2 ms to its first token, request 1 4 ms; disturbed passes 3x
+    ttfts = [Times(x * ms / 1e3, 0) for x in cpu for ms in (2, 4)]
+    _warm_figures(eager, [Times(c, c) for c in cpu], ttfts)
+    variant.vs_eager, variant.ttft_vs_eager = 0.5, 2.0
+    scale_to_eager([eager, variant])
+    assert eager.tok_per_s_own == 10 / 3.0 and abs(eager.ttft_ms_own - 6.0) < 1e-9  # 6 of 2..12
+    assert eager.tok_per_s == 10 / 1.0 and abs(eager.ttft_ms - 3.0) < 1e-9  # median(2, 4)
+    assert variant.tok_per_s == 5.0 and abs(variant.ttft_ms - 6.0) < 1e-9
