@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import operator
 import re
 import warnings
 from collections import Counter
@@ -82,32 +83,54 @@ class CompiledGraph:
     air: bytes
     om: bytes | None = None  # ATC's model (acl device)
     checker: Callable[[list[Any]], None] | None = None  # options compare=True (debug.py)
+    _call_plan: Any = field(default=None, init=False, repr=False)  # (set on first call)
 
     def __call__(self, args: list[Any]) -> list[Any]:
         if self.checker is not None:
             self.checker(args)
-        inputs = [_as_tensor(args[i]) for i in self.lowered.data_inputs]
+        plan = self._call_plan
+        if plan is None:
+            plan = self._call_plan = _call_plan(self.lowered)
+        take, ge_only = plan[0], plan[1]
+        inputs = [a if isinstance(a, torch.Tensor) else _as_tensor(a) for a in take(args)]
         if torch._C._len_torch_dispatch_stack() == 0:  # (the usual call: no mode to leave)
             ge_outs = self.executor.run(inputs)
         else:
             with _outside_aot_op_analysis():
                 ge_outs = self.executor.run(inputs)
-        outs = []
-        for slot in self.lowered.outputs:
-            if slot.kind == "ge":
-                outs.append(ge_outs[slot.index])
-            elif slot.kind == "int":  # a symbolic size computed in the graph
-                outs.append(int(ge_outs[slot.index]))
-            elif slot.kind == "input":
-                outs.append(args[slot.index])
-            elif slot.kind == "input_view":
-                outs.append(replay(args[slot.index], slot.value))
-            elif slot.kind == "ge_view":
-                outs.append(replay(ge_outs[slot.index], slot.value))
-            else:
-                outs.append(slot.value)
+        if ge_only:
+            outs = ge_outs
+        else:  # "ge" (0) and "input" (1) slots by position, the rest per slot
+            outs = [ge_outs[i] if k == 0 else args[i] if k == 1 else self._output(n, args, ge_outs)
+                    for n, (k, i) in enumerate(plan[2])]
         args.clear()
         return outs
+
+    def _output(self, n: int, args: list[Any], ge_outs: list[Any]) -> Any:
+        slot = self.lowered.outputs[n]
+        if slot.kind == "int":  # a symbolic size computed in the graph
+            return int(ge_outs[slot.index])
+        if slot.kind == "input_view":
+            return replay(args[slot.index], slot.value)
+        if slot.kind == "ge_view":
+            return replay(ge_outs[slot.index], slot.value)
+        return slot.value
+
+
+def _call_plan(lowered: LoweredGraph) -> tuple[Any, bool, tuple[tuple[int, int], ...]]:
+    """How a call maps the FX inputs to the GE graph's Data inputs (one C-level gather);
+    whether the FX outputs are the GE outputs as they are (then handed over unwrapped); per
+    FX output its source: (0, GE output index), (1, FX input index) or (2, -1) (the slot)."""
+    idx = lowered.data_inputs
+    if len(idx) == 1:
+        take = lambda args: (args[idx[0]],)  # noqa: E731  (itemgetter of one is no tuple)
+    else:
+        take = operator.itemgetter(*idx) if idx else (lambda args: ())
+    ge_only = len(lowered.outputs) == len(lowered.graph.net_output().input_descs) and all(
+        slot.kind == "ge" and slot.index == k for k, slot in enumerate(lowered.outputs))
+    sources = tuple((0, s.index) if s.kind == "ge" else (1, s.index) if s.kind == "input"
+                    else (2, -1) for s in lowered.outputs)
+    return take, ge_only, sources
 
 
 @contextlib.contextmanager
