@@ -33,7 +33,7 @@ from npu_inductor.graph_passes import run_passes
 from npu_inductor.graph_passes.partition import Fallback, fallbacks, split
 from npu_inductor.lowering import LoweredGraph, LoweringError, lower_graph
 from npu_inductor.lowering.lower import describe, try_lower
-from npu_inductor.lowering.output_views import replay
+from npu_inductor.lowering.output_views import outputs_function
 from npu_inductor.runtime import get_device
 from npu_inductor.runtime.allocator import AllocatorError
 from npu_inductor.runtime.device import DeviceError
@@ -98,29 +98,15 @@ class CompiledGraph:
         else:
             with _outside_aot_op_analysis():
                 ge_outs = self.executor.run(inputs)
-        if ge_only:
-            outs = ge_outs
-        else:  # "ge" (0) and "input" (1) slots by position, the rest per slot
-            outs = [ge_outs[i] if k == 0 else args[i] if k == 1 else self._output(n, args, ge_outs)
-                    for n, (k, i) in enumerate(plan[2])]
+        outs = ge_outs if ge_only else plan[2](args, ge_outs)
         args.clear()
         return outs
 
-    def _output(self, n: int, args: list[Any], ge_outs: list[Any]) -> Any:
-        slot = self.lowered.outputs[n]
-        if slot.kind == "int":  # a symbolic size computed in the graph
-            return int(ge_outs[slot.index])
-        if slot.kind == "input_view":
-            return replay(args[slot.index], slot.value)
-        if slot.kind == "ge_view":
-            return replay(ge_outs[slot.index], slot.value)
-        return slot.value
 
-
-def _call_plan(lowered: LoweredGraph) -> tuple[Any, bool, tuple[tuple[int, int], ...]]:
+def _call_plan(lowered: LoweredGraph) -> tuple[Any, bool, Callable[[list, list], list]]:
     """How a call maps the FX inputs to the GE graph's Data inputs (one C-level gather);
-    whether the FX outputs are the GE outputs as they are (then handed over unwrapped); per
-    FX output its source: (0, GE output index), (1, FX input index) or (2, -1) (the slot)."""
+    whether the FX outputs are the GE outputs as they are (then handed over unwrapped);
+    else the generated function that makes them (``output_views.outputs_function``)."""
     idx = lowered.data_inputs
     if len(idx) == 1:
         take = lambda args: (args[idx[0]],)  # noqa: E731  (itemgetter of one is no tuple)
@@ -128,9 +114,7 @@ def _call_plan(lowered: LoweredGraph) -> tuple[Any, bool, tuple[tuple[int, int],
         take = operator.itemgetter(*idx) if idx else (lambda args: ())
     ge_only = len(lowered.outputs) == len(lowered.graph.net_output().input_descs) and all(
         slot.kind == "ge" and slot.index == k for k, slot in enumerate(lowered.outputs))
-    sources = tuple((0, s.index) if s.kind == "ge" else (1, s.index) if s.kind == "input"
-                    else (2, -1) for s in lowered.outputs)
-    return take, ge_only, sources
+    return take, ge_only, outputs_function(lowered.outputs)
 
 
 @contextlib.contextmanager
