@@ -511,10 +511,22 @@ def _hand_over(r: torch.Tensor, sig: tuple, args: list[Any], ws_ptr: int | None)
                                  f"declares {tuple(shape)}")
     storage = r.untyped_storage().data_ptr()
     if storage == ws_ptr or not r.is_contiguous() or (dtype is not None and r.dtype != dtype) \
-            or any(storage == a.untyped_storage().data_ptr() for a in _tensors(args)):
+            or _aliases(storage, args):
         out = torch.empty(r.shape, dtype=dtype or r.dtype)  # r.shape: -1 dims resolved
         return out.copy_(r)
     return r
+
+
+def _aliases(storage: int, args: list[Any]) -> bool:
+    """Whether a tensor among ``args`` (or in a list there) has its storage at ``storage``."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if a.untyped_storage().data_ptr() == storage:
+                return True
+        elif isinstance(a, list) and any(storage == x.untyped_storage().data_ptr()
+                                         for x in a if isinstance(x, torch.Tensor)):
+            return True
+    return False
 
 
 def _shape_matches(actual: Sequence[int], declared: Sequence[int]) -> bool:
@@ -583,16 +595,6 @@ def _frees(steps: list[Step], dests: dict[int, tuple], keep: set[int]) -> list[t
         if s not in keep:
             out[i].append(s)
     return [tuple(f) for f in out]
-
-
-def _tensors(args: list[Any]) -> list[torch.Tensor]:
-    flat: list[torch.Tensor] = []
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            flat.append(a)
-        elif isinstance(a, list):
-            flat.extend(x for x in a if isinstance(x, torch.Tensor))
-    return flat
 
 
 def _fetch(vals: list, a: Any) -> Any:
