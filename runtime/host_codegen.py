@@ -30,7 +30,7 @@ import torch
 
 from npu_inductor.codegen import render
 from npu_inductor.config import env_bool
-from npu_inductor.runtime import size_prelude
+from npu_inductor.runtime import linear_fold, size_prelude
 from npu_inductor.runtime.host_model import (
     Bound,
     HostExecutionError,
@@ -44,7 +44,7 @@ from npu_inductor.runtime.size_prelude import size_input, specialized_slice
 
 ENV_FLAG = "NPU_INDUCTOR_HOST_CODEGEN"
 _HELPERS = (torch.empty, _store, _hand_over, _detach_overlaps, scalar_size, specialized_slice,
-            size_input, torch.mm)
+            size_input, torch.mm, torch.matmul)
 _MATH = "npu_inductor.runtime.kernels.math"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:/\-]")
 
@@ -251,11 +251,16 @@ def host_model_source(model: Any) -> tuple[str, dict[str, Any], list[tuple[int, 
         sizes.update(s for s, _ in sp.keys)
     assigned = set(model.data_slots) | set(sp.returned if prelude is not None else ())
     skip = sp.pure if prelude is not None else set()
+    flat, mms = linear_fold.plan(model)
     steps = []
     for k, b in enumerate(model.bound):
         if k in skip:
             continue
         ctx = _run_context(k, b, model, sp, binds, sigs, sizes)
+        if k in flat:  # (linear_fold.py) the matmuls read the 3-D input itself
+            ctx["expr"] = _slot(flat[k], model.consts)
+        elif k in mms:
+            ctx["expr"] = "matmul" + ctx["expr"][len("mm"):]
         if not ctx["raw"]:
             assigned.update(s for s, d in zip(b.step.outs, b.dests) if d[0] != "drop")
         ctx["frees"] = _frees(b, assigned)
