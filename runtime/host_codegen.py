@@ -30,7 +30,7 @@ import torch
 
 from npu_inductor.codegen import render
 from npu_inductor.config import env_bool
-from npu_inductor.runtime import size_prelude
+from npu_inductor.runtime import linear_fold, size_prelude
 from npu_inductor.runtime.host_model import (
     Bound,
     HostExecutionError,
@@ -166,7 +166,13 @@ def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict,
         if expr is not None:
             ctx["expr"] = expr
     call = args + _attr_call(k, st.attrs, binds)
-    if b.use_out:
+    if b.use_out and ctx["multi"]:  # every destination "ws" or "drop" (_can_out_multi)
+        ws = [s for s, d in zip(st.outs, b.dests) if d[0] == "ws"]
+        call.append("out=(" + "".join(f"W[{s}], " if s in ws else "None, " for s in st.outs)
+                    + ")")
+        ctx["use_out"], ctx["multi"] = False, False
+        ctx["stores"] = [("keep", s, f"W[{s}]") for s in ws]
+    elif b.use_out:
         s = st.outs[0]
         if b.dests[0][0] == "ws":
             out = f"W[{s}]"
@@ -260,11 +266,16 @@ def host_model_source(model: Any) -> tuple[str, dict[str, Any], list[tuple[int, 
         sizes.update(s for s, _ in sp.keys)
     assigned = set(model.data_slots) | set(sp.returned if prelude is not None else ())
     skip = sp.pure if prelude is not None else set()
+    flat, mms = linear_fold.plan(model)
     steps = []
     for k, b in enumerate(model.bound):
         if k in skip:
             continue
         ctx = _run_context(k, b, model, sp, binds, sigs, sizes)
+        if k in flat:  # (linear_fold.py) the matmuls read the 3-D input itself
+            ctx["expr"] = _slot(flat[k], model.consts)
+        elif k in mms:
+            ctx["expr"] = "matmul" + ctx["expr"][len("mm"):]
         if not ctx["raw"]:
             assigned.update(s for s, d in zip(b.step.outs, b.dests) if d[0] != "drop")
         ctx["frees"] = _frees(b, assigned)
