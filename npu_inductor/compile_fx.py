@@ -89,32 +89,34 @@ class CompiledGraph:
         if self.checker is not None:
             self.checker(args)
         plan = self._call_plan
-        if plan is None:
-            plan = self._call_plan = _call_plan(self.lowered)
-        take, ge_only = plan[0], plan[1]
+        take = plan[0] if plan is not None else _take(self.lowered.data_inputs)
         inputs = [a if isinstance(a, torch.Tensor) else _as_tensor(a) for a in take(args)]
         if torch._C._len_torch_dispatch_stack() == 0:  # (the usual call: no mode to leave)
             ge_outs = self.executor.run(inputs)
         else:
             with _outside_aot_op_analysis():
                 ge_outs = self.executor.run(inputs)
-        outs = ge_outs if ge_only else plan[2](args, ge_outs)
+        if plan is None:  # (the GE output count from the run: a cached graph is not parsed)
+            plan = self._call_plan = (take, *_outputs_plan(self.lowered, len(ge_outs)))
+        outs = ge_outs if plan[1] else plan[2](args, ge_outs)
         args.clear()
         return outs
 
 
-def _call_plan(lowered: LoweredGraph) -> tuple[Any, bool, Callable[[list, list], list]]:
-    """How a call maps the FX inputs to the GE graph's Data inputs (one C-level gather);
-    whether the FX outputs are the GE outputs as they are (then handed over unwrapped);
-    else the generated function that makes them (``output_views.outputs_function``)."""
-    idx = lowered.data_inputs
+def _take(idx: list[int]) -> Callable[[list[Any]], tuple[Any, ...]]:
+    """How a call maps the FX inputs to the GE graph's Data inputs (one C-level gather)."""
     if len(idx) == 1:
-        take = lambda args: (args[idx[0]],)  # noqa: E731  (itemgetter of one is no tuple)
-    else:
-        take = operator.itemgetter(*idx) if idx else (lambda args: ())
-    ge_only = len(lowered.outputs) == len(lowered.graph.net_output().input_descs) and all(
+        return lambda args: (args[idx[0]],)  # (an itemgetter of one returns no tuple)
+    return operator.itemgetter(*idx) if idx else (lambda args: ())
+
+
+def _outputs_plan(lowered: LoweredGraph, n_ge: int) -> tuple[bool, Callable[[list, list], list]]:
+    """Whether the FX outputs are the ``n_ge`` GE outputs as they are (then handed over
+    unwrapped); and the generated function that makes them otherwise
+    (``output_views.outputs_function``)."""
+    ge_only = len(lowered.outputs) == n_ge and all(
         slot.kind == "ge" and slot.index == k for k, slot in enumerate(lowered.outputs))
-    return take, ge_only, outputs_function(lowered.outputs)
+    return ge_only, outputs_function(lowered.outputs)
 
 
 @contextlib.contextmanager
