@@ -148,7 +148,9 @@ def test_median_pass_and_ratios_take_cpu_and_wall_apart() -> None:
 
 
 def test_serve_figures_are_eagers_scaled_by_each_variants_ratio() -> None:
-    eager = serve.ServeRow("m", "eager", 2, tokens=10, tok_per_s_own=500.0, ttft_ms_own=2.0)
+    # the base: eager's quiet (10th-percentile) figures, not its medians
+    eager = serve.ServeRow("m", "eager", 2, tokens=10, tok_per_s_own=400.0, ttft_ms_own=2.5,
+                           tok_per_s_quiet=500.0, ttft_ms_quiet=2.0)
     graph = serve.ServeRow("m", "npu_dynamic", 2, tokens=10, tok_per_s_own=200.0,
                            ttft_ms_own=9.0, vs_eager=0.5, ttft_vs_eager=1.5)
     failed = serve.ServeRow("m", "npu_exact", 2, error="boom")
