@@ -1,6 +1,6 @@
 """Where a cold compile's CPU time goes, per stage, in one fresh process (no profiler).
 
-    python -m npu_inductor.benchmarks.compile_stages MODEL [BACKEND] [MODE]
+    python -m npu_inductor.benchmarks.compile_stages MODEL [BACKEND] [MODE] [--warm]
 
 compiles one zoo model cold (empty npu_inductor and torch caches, one-time imports primed
 with a tiny model as ``warm.py`` does) and prints one JSON line: the first call's CPU time
@@ -10,7 +10,10 @@ a cold compile; wrapping a few functions with ``time.process_time`` does not. St
 (``call_user_compiler`` holds AOTAutograd, which holds ``npu_compile``), so they do not
 add up. On a shared machine one process's total swings by +-30%; the npu-only stages
 (``npu_compile``, ``aot_cache_key``, ``aot_graph_str``) are what graph mode adds over
-``aot_eager`` and vary far less.
+``aot_eager`` and vary far less. With ``--warm`` a first process compiles the model cold
+into a kept cache folder and this one measures the warm start (``warm.py``'s warm kind:
+fresh process, caches filled), where ``npu_load_on_hit`` (loading a GE graph on an
+AOTAutograd hit) and ``aot_try_load`` replace the compile stages.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import collections
 import functools
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -71,14 +75,23 @@ def _stages() -> list[tuple[Any, str, str]]:
         (cache, "store", "npu_cache_write"),
         (cfx.CompiledGraph, "__call__", "npu_first_run"),
         (torch._dynamo.symbolic_convert.InstructionTranslator, "run", "dynamo_trace"),
+        (torch._dynamo.guards.CheckFunctionManager, "__init__", "dynamo_guards"),
+        (autograd_cache.AOTAutogradCache, "try_load", "aot_try_load"),
+        (cfx, "runner_from_cache", "npu_load_on_hit"),
     ]
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = argv or sys.argv[1:]
+    warm = "--warm" in argv
+    argv = [a for a in argv if a != "--warm"]
     model, backend = argv[0], argv[1] if len(argv) > 1 else "npu"
     mode = argv[2] if len(argv) > 2 else "inference"
-    folder = tempfile.mkdtemp(prefix="npu_stages_")
+    folder = os.environ.get("NPU_STAGES_DIR") or tempfile.mkdtemp(prefix="npu_stages_")
+    if warm:  # a cold compile in another process fills the caches this one starts with
+        subprocess.run([sys.executable, "-m", "npu_inductor.benchmarks.compile_stages", model,
+                        backend, mode], env={**os.environ, "NPU_STAGES_DIR": folder},
+                       check=True, capture_output=True)
     os.environ["NPU_INDUCTOR_CACHE_DIR"] = os.path.join(folder, "npu_inductor")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(folder, "torch")
     import logging
@@ -106,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     total = time.process_time() - start
     stages = {k: [round(v, 4), CALLS[k]] for k, v in sorted(TIMES.items(), key=lambda kv: -kv[1])}
     print(json.dumps({"model": model, "backend": backend, "mode": mode,
-                      "total": round(total, 4), "stages": stages,
-                      "load": round(os.getloadavg()[0], 1)}))
+                      "start": "warm" if warm else "cold", "total": round(total, 4),
+                      "stages": stages, "load": round(os.getloadavg()[0], 1)}))
     return 0
 
 

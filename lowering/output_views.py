@@ -102,3 +102,34 @@ def replay(t: torch.Tensor, chain: Any) -> torch.Tensor:
     for name, args in chain:
         t = (_METHODS.get(name) or _op(name))(t, *args)
     return t
+
+
+def outputs_function(slots: Any) -> Any:
+    """The FX outputs of a compiled graph as one generated function ``(args, ge_outs) ->
+    list``: every slot (``lowering.lower.OutputSlot``) an expression, view chains written
+    as their calls (the same calls as ``replay``, without its per-call loop and lookups)."""
+    names: dict[str, Any] = {}
+
+    def const(value: Any) -> str:
+        name = f"c{len(names)}"
+        names[name] = value
+        return name
+
+    exprs = []
+    for slot in slots:
+        if slot.kind in ("ge", "int", "ge_view"):
+            expr = f"g[{slot.index}]"
+        elif slot.kind in ("input", "input_view"):
+            expr = f"a[{slot.index}]"
+        else:
+            exprs.append(const(slot.value))
+            continue
+        if slot.kind == "int":  # a symbolic size computed in the graph
+            expr = f"int({expr})"
+        for name, args in slot.value if slot.kind.endswith("_view") else ():
+            fn = const(_METHODS.get(name) or _op(name))
+            expr = f"{fn}({', '.join([expr] + [const(x) for x in args])})"
+        exprs.append(expr)
+    source = f"def outputs(a, g):\n    return [{', '.join(exprs)}]\n"
+    exec(compile(source, "<npu_inductor graph outputs>", "exec"), names)
+    return names["outputs"]

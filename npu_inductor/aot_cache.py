@@ -12,6 +12,17 @@ plus the options and versions it was built with, never the GE graph: on an AOTAu
 (other options, another npu_inductor source, an entry gone or damaged) raises there, and
 AOTAutograd treats an exception while loading as a cache bypass: it traces and compiles.
 
+[Note: caching_precompile]
+torch's own Dynamo cache (``torch._dynamo.config.caching_precompile``, env
+``TORCH_CACHING_PRECOMPILE=1``) would store this bundled entry with Dynamo's bytecode and load
+it when a later process calls ``torch.compile``: outside any npu_inductor compile, so
+``post_compile`` cannot compare the options (the user's current ones are unknown there) and
+raises, which torch 2.13 does not catch (``torch.compile`` fails). With that setting on,
+npu_inductor graphs are therefore not serialized: torch marks the frame's Dynamo entry
+bypassed ("Backend not found") and a later process traces and compiles as usual, with
+npu_inductor's own cache hits. ``npu_inductor.precompile`` (cache_precompile.py) is the
+supported way to skip Dynamo's trace.
+
 Used only when npu_inductor's cache is on, nothing is bucketed and parameters are not
 frozen (a frozen graph depends on weight values, which AOTAutograd's key does not hold).
 Graphs that fall back to eager in part are not cached at this level.
@@ -52,6 +63,9 @@ class NpuOutputCode(OutputCode):
     def prepare_for_serialization(self) -> None:
         if self.entry is None:
             raise BypassAOTAutogradCache("npu_inductor graph is not a whole cache entry")
+        if torch._dynamo.config.caching_precompile:  # see [Note: caching_precompile]
+            raise BypassAOTAutogradCache("npu_inductor graphs are not stored for torch's "
+                                         "caching_precompile")
         self.runner = None
 
     def post_compile(self, example_inputs: Sequence[Any], constants: Any,

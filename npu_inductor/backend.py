@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch._dynamo.backends.common import aot_autograd
 
-from npu_inductor import aot_cache, bucket_frames, unspec_floats
+from npu_inductor import aot_cache, bucket_frames, guard_profile, unspec_floats
 from npu_inductor.buckets import (
     BucketedDim,
     BucketedGraph,
@@ -42,6 +42,8 @@ CLASH_MESSAGE = (
 def npu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
                 options: dict[str, Any] | None = None, mode: str | None = None) -> Any:
     """``torch.compile(model, backend="npu", options={...})`` lands here."""
+    if guard_profile.install():  # no guard-latency timing for this frame (guard_profile.py)
+        guard_profile.mark_frame()
     try:
         config = with_device_soc(resolve(options))
         warn_if_name_clash()

@@ -397,6 +397,8 @@ class BucketedGraph:
         self.symbols = self._symbol_sources()
         self.outputs = self._output_exprs()
         self.cache: dict[tuple, Callable] = {}
+        self.names = sorted((str(s), s) for s in self.symbols)  # the cache key's order
+        self.narrows: dict[tuple, list] = {}  # per (sizes, padded sizes): _slice's plan
         self.auto = {d.symbol: AutoBuckets(config.max_buckets, functools.partial(
             graph_cost, aten_gm, d.symbol)) for d in dims if d.sizes == AUTO}
         self.report = new_report(dims)
@@ -559,7 +561,7 @@ class BucketedGraph:
         if kinds is None:  # a tail slice longer than the valid size: run unpadded
             padded = dict(values)
         self._count(values, padded)
-        key = (tuple(sorted((str(s), v) for s, v in padded.items())), kinds)
+        key = (tuple((name, padded[s]) for name, s in self.names), kinds)
         call_args = self._pad(args, values, padded)
         if kinds:
             values = {**values, **bucket_tails.sizes(tails, kinds, values)}
@@ -623,20 +625,32 @@ class BucketedGraph:
         if padded == values:
             return outs
         result = list(outs)
-        for k, exprs in enumerate(self.outputs):
-            if exprs is None or not isinstance(result[k], torch.Tensor):
+        for k, narrows in self._narrows(values, padded):
+            if not isinstance(result[k], torch.Tensor):
                 continue
             t = result[k]
-            for dim, e in enumerate(exprs):
-                if isinstance(e, sympy.Expr) and e.free_symbols:
-                    n = _sym_value(e, values)
-                    if n != t.shape[dim]:
-                        t = t.narrow(dim, 0, n)
+            for dim, n in narrows:
+                if n != t.shape[dim]:
+                    t = t.narrow(dim, 0, n)
             # contiguous, as an unpadded graph's output: a narrowed one has the bucket's
             # strides, and a Dynamo graph that receives it (generate()'s decode step gets
             # the prefill's key/value cache) guards on them and recompiles on the next step
             result[k] = t.contiguous() if t is not result[k] else t
         return result
+
+    def _narrows(self, values: dict, padded: dict) -> list:
+        """Per output with a symbolic size: (index, [(dim, valid size)]), evaluated once per
+        input-size signature (sympy per call cost ~0.1 ms)."""
+        key = (tuple(values.items()), tuple(padded.items()))
+        plan = self.narrows.get(key)
+        if plan is None:
+            plan = [(k, [(dim, _sym_value(e, values)) for dim, e in enumerate(exprs)
+                         if isinstance(e, sympy.Expr) and e.free_symbols])
+                    for k, exprs in enumerate(self.outputs) if exprs is not None]
+            if len(self.narrows) >= 256:
+                self.narrows.clear()
+            self.narrows[key] = plan = [(k, n) for k, n in plan if n]
+        return plan
 
 
 def new_report(dims: list[BucketedDim], exact_reason: str | None = None) -> BucketReport:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import operator
 import re
 import warnings
 from collections import Counter
@@ -32,7 +33,7 @@ from npu_inductor.graph_passes import run_passes
 from npu_inductor.graph_passes.partition import Fallback, fallbacks, split
 from npu_inductor.lowering import LoweredGraph, LoweringError, lower_graph
 from npu_inductor.lowering.lower import describe, try_lower
-from npu_inductor.lowering.output_views import replay
+from npu_inductor.lowering.output_views import outputs_function
 from npu_inductor.runtime import get_device
 from npu_inductor.runtime.allocator import AllocatorError
 from npu_inductor.runtime.device import DeviceError
@@ -82,32 +83,38 @@ class CompiledGraph:
     air: bytes
     om: bytes | None = None  # ATC's model (acl device)
     checker: Callable[[list[Any]], None] | None = None  # options compare=True (debug.py)
+    _call_plan: Any = field(default=None, init=False, repr=False)  # (set on first call)
 
     def __call__(self, args: list[Any]) -> list[Any]:
         if self.checker is not None:
             self.checker(args)
-        inputs = [_as_tensor(args[i]) for i in self.lowered.data_inputs]
+        plan = self._call_plan
+        if plan is None:
+            plan = self._call_plan = _call_plan(self.lowered)
+        take, ge_only = plan[0], plan[1]
+        inputs = [a if isinstance(a, torch.Tensor) else _as_tensor(a) for a in take(args)]
         if torch._C._len_torch_dispatch_stack() == 0:  # (the usual call: no mode to leave)
             ge_outs = self.executor.run(inputs)
         else:
             with _outside_aot_op_analysis():
                 ge_outs = self.executor.run(inputs)
-        outs = []
-        for slot in self.lowered.outputs:
-            if slot.kind == "ge":
-                outs.append(ge_outs[slot.index])
-            elif slot.kind == "int":  # a symbolic size computed in the graph
-                outs.append(int(ge_outs[slot.index]))
-            elif slot.kind == "input":
-                outs.append(args[slot.index])
-            elif slot.kind == "input_view":
-                outs.append(replay(args[slot.index], slot.value))
-            elif slot.kind == "ge_view":
-                outs.append(replay(ge_outs[slot.index], slot.value))
-            else:
-                outs.append(slot.value)
+        outs = ge_outs if ge_only else plan[2](args, ge_outs)
         args.clear()
         return outs
+
+
+def _call_plan(lowered: LoweredGraph) -> tuple[Any, bool, Callable[[list, list], list]]:
+    """How a call maps the FX inputs to the GE graph's Data inputs (one C-level gather);
+    whether the FX outputs are the GE outputs as they are (then handed over unwrapped);
+    else the generated function that makes them (``output_views.outputs_function``)."""
+    idx = lowered.data_inputs
+    if len(idx) == 1:
+        take = lambda args: (args[idx[0]],)  # noqa: E731  (itemgetter of one is no tuple)
+    else:
+        take = operator.itemgetter(*idx) if idx else (lambda args: ())
+    ge_only = len(lowered.outputs) == len(lowered.graph.net_output().input_descs) and all(
+        slot.kind == "ge" and slot.index == k for k, slot in enumerate(lowered.outputs))
+    return take, ge_only, outputs_function(lowered.outputs)
 
 
 @contextlib.contextmanager
@@ -383,7 +390,10 @@ def load_graph(lowered: LoweredGraph, config: NpuConfig,
         air, source, om = cached.air, cached.source, cached.om
     # a cached graph's name from its executor (CachedLowered parses the .air only when asked)
     module = codegen.load_executor(source, name or lowered.graph.name)
-    executor = module.Executor(device, om if device.kind == "acl" else air)
+    # the graph was checked against the device rules when built (or stored: same source)
+    checked = device.acl.rules_checked() if device.kind == "host" else contextlib.nullcontext()
+    with checked:
+        executor = module.Executor(device, om if device.kind == "acl" else air)
     executor.source = source
     device.configure_model(executor.model_id, config)  # memory_plan / memory_limit
     return CompiledGraph(module.GRAPH_NAME, lowered, executor, air, om)

@@ -76,8 +76,11 @@ class HostDevice:
         return self.acl.allocator
 
     def bind_input(self, t: torch.Tensor) -> tuple[DevicePtr, int]:
-        t = t if t.is_contiguous() else t.contiguous()
-        return DevicePtr.of(t.data_ptr(), t), t.numel() * t.element_size()
+        if not t.is_contiguous():
+            t = t.contiguous()
+        ptr = DevicePtr(t.data_ptr())
+        ptr.tensor = t
+        return ptr, t.nbytes
 
     def alloc_output(self, dtype: torch.dtype, shape: tuple[int, ...]) -> tuple[DevicePtr, int]:
         """A deferred buffer: the model hands its result tensor over in it (no copy)."""

@@ -8,6 +8,8 @@ Return conventions follow pyACL: calls return ``ret`` or ``(value, ret)`` with
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -48,6 +50,7 @@ class HostAcl:
         self.allocator = CachingAllocator(HostBackend(self.memory))
         self.models: dict[int, HostModel] = {}
         self._next_model = 1
+        self._rules_checked = False  # see rules_checked()
         self.rt = SimpleNamespace(malloc=self._malloc, free=self._free, memcpy=self._memcpy)
         self.mdl = SimpleNamespace(
             load_from_mem=self._load_from_mem, unload=self._unload,
@@ -108,8 +111,22 @@ class HostAcl:
     def _load_from_mem(self, model: bytes, size: int) -> tuple[int, int]:
         model_id = self._next_model
         self._next_model += 1
-        self.models[model_id] = HostModel(from_air(bytes(model[:size])), self.allocator)
+        self.models[model_id] = HostModel(from_air(bytes(model[:size])), self.allocator,
+                                          rules_checked=self._rules_checked)
         return model_id, ACL_SUCCESS
+
+    @contextlib.contextmanager
+    def rules_checked(self) -> Iterator[None]:
+        """Models loaded inside were checked against the device rules already: built by this
+        process's lowering (``GraphBuilder.build`` checks) or read from a compile-cache
+        entry whose checksum and key (which holds the digest of this source, rules
+        included) match. A real device does not re-check an ``.om`` either: ATC did, once.
+        Any other model (a planted ``.air``, a test's hand-made graph) is checked."""
+        saved, self._rules_checked = self._rules_checked, True
+        try:
+            yield
+        finally:
+            self._rules_checked = saved
 
     def _unload(self, model_id: int) -> int:
         self.models.pop(model_id, None)

@@ -30,7 +30,7 @@ import torch
 
 from npu_inductor.codegen import render
 from npu_inductor.config import env_bool
-from npu_inductor.runtime import size_prelude
+from npu_inductor.runtime import linear_fold, size_prelude
 from npu_inductor.runtime.host_model import (
     Bound,
     HostExecutionError,
@@ -44,7 +44,7 @@ from npu_inductor.runtime.size_prelude import size_input, specialized_slice
 
 ENV_FLAG = "NPU_INDUCTOR_HOST_CODEGEN"
 _HELPERS = (torch.empty, _store, _hand_over, _detach_overlaps, scalar_size, specialized_slice,
-            size_input, torch.mm)
+            size_input, torch.mm, torch.matmul)
 _MATH = "npu_inductor.runtime.kernels.math"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:/\-]")
 
@@ -122,19 +122,30 @@ def _packed_reshape(b: Bound, consts: dict, sizes: set[int]) -> tuple[list, str]
     return pre, f"{_slot(x, consts)}.reshape(({', '.join(exprs)}{tail}))"
 
 
-def _inline_call(st: Any, args: list[str]) -> str | None:
+def _inline_call(st: Any, args: list[str], out: str | None = None) -> str | None:
     """A kernel that is one torch call, written as that call (no Python frame, no keyword
-    dict per call): a 2-D ``MatMulV2`` without bias (``matmul_2d``: ``torch.mm`` of the
-    operands, ``.mT`` per transpose flag) and a ``Transpose`` by a Const perm."""
-    if st.op.type == "MatMulV2" and getattr(st.fn, "__name__", "") == "matmul_2d" \
+    dict per call): a ``MatMulV2`` / ``BatchMatMulV2`` without bias (``matmul_2d`` /
+    ``batch_matmul_2d``: ``torch.mm`` / ``torch.matmul`` of the operands, ``.mT`` per
+    transpose flag, into ``out`` when it writes its planned place), a ``Transpose`` by a
+    Const perm and a ``Reshape`` to a Const shape (``x.permute`` / ``x.reshape``)."""
+    name = getattr(st.fn, "__name__", "")
+    if st.op.type in _MATMULS and name == _MATMULS[st.op.type][0] \
             and st.fn.__module__ == _MATH and len(st.args) == 2:
-        a, b = (f"{x}.mT" if st.attrs.get(flag, False) else x
-                for x, flag in zip(args, ("transpose_x1", "transpose_x2")))
-        return f"mm({a}, {b})"
-    if st.op.type == "Transpose" and st.fn is KERNELS["Transpose"] and len(args) == 2 \
-            and args[1].startswith("l"):
+        fn, flags = _MATMULS[st.op.type][1:]
+        a, b = (f"{x}.mT" if st.attrs.get(flag, False) else x for x, flag in zip(args, flags))
+        return f"{fn}({a}, {b}{'' if out is None else ', out=' + out})"
+    if out is not None or len(args) != 2 or not args[1].startswith("l"):
+        return None
+    if st.op.type == "Transpose" and st.fn is KERNELS["Transpose"]:
         return f"{args[0]}.permute({args[1]})"
+    if st.op.type == "Reshape" and st.fn is KERNELS["Reshape"]:
+        return f"{args[0]}.reshape({args[1]})"
     return None
+
+
+# op type -> (its specialized kernel's name, the torch call, its transpose flags)
+_MATMULS = {"MatMulV2": ("matmul_2d", "mm", ("transpose_x1", "transpose_x2")),
+            "BatchMatMulV2": ("batch_matmul_2d", "matmul", ("adj_x1", "adj_x2"))}
 
 
 def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict,
@@ -155,14 +166,24 @@ def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict,
         if expr is not None:
             ctx["expr"] = expr
     call = args + _attr_call(k, st.attrs, binds)
-    if b.use_out:
+    if b.use_out and ctx["multi"]:  # every destination "ws" or "drop" (_can_out_multi)
+        ws = [s for s, d in zip(st.outs, b.dests) if d[0] == "ws"]
+        call.append("out=(" + "".join(f"W[{s}], " if s in ws else "None, " for s in st.outs)
+                    + ")")
+        ctx["use_out"], ctx["multi"] = False, False
+        ctx["stores"] = [("keep", s, f"W[{s}]") for s in ws]
+    elif b.use_out:
         s = st.outs[0]
         if b.dests[0][0] == "ws":
-            call.append(f"out=W[{s}]")
+            out = f"W[{s}]"
         else:
             sigs[s] = st.sigs[0]
-            call.append(f"out=empty(s{s}[1], dtype=s{s}[0])")
+            out = f"empty(s{s}[1], dtype=s{s}[0])"
+        call.append(f"out={out}")
         ctx["out_slot"] = s
+        expr = _inline_call(st, args, out) if st.compute is None else None
+        if expr is not None:
+            ctx["expr"] = expr
     else:
         indexed = ctx["multi"] or b.detach
         for i, (s, dest) in enumerate(zip(st.outs, b.dests)):
@@ -245,11 +266,16 @@ def host_model_source(model: Any) -> tuple[str, dict[str, Any], list[tuple[int, 
         sizes.update(s for s, _ in sp.keys)
     assigned = set(model.data_slots) | set(sp.returned if prelude is not None else ())
     skip = sp.pure if prelude is not None else set()
+    flat, mms = linear_fold.plan(model)
     steps = []
     for k, b in enumerate(model.bound):
         if k in skip:
             continue
         ctx = _run_context(k, b, model, sp, binds, sigs, sizes)
+        if k in flat:  # (linear_fold.py) the matmuls read the 3-D input itself
+            ctx["expr"] = _slot(flat[k], model.consts)
+        elif k in mms:
+            ctx["expr"] = "matmul" + ctx["expr"][len("mm"):]
         if not ctx["raw"]:
             assigned.update(s for s, d in zip(b.step.outs, b.dests) if d[0] != "drop")
         ctx["frees"] = _frees(b, assigned)
@@ -261,7 +287,7 @@ def host_model_source(model: Any) -> tuple[str, dict[str, Any], list[tuple[int, 
                     consts=sorted(model.consts), graph_sigs=sorted(sigs),
                     lists=sorted(_decoded_slots(every)),
                     detach_steps=[k for k, b in enumerate(model.bound) if b.detach],
-                    data=[(s, i) for i, s in enumerate(model.data_slots)], steps=steps,
+                    data=[f"v{s}" for s in model.data_slots], steps=steps,
                     outputs=_outputs(model))
     attrs = {name: (model.bound[k].step.attrs if key is None else
                     model.bound[k].step.attrs[key]) for name, (k, key) in binds}

@@ -37,7 +37,13 @@ from npu_inductor.runtime import (
     attention_grad_chain,
     shape_steps,
 )
-from npu_inductor.runtime.kernels import KERNELS, OUT_KERNELS, RUNTIME, SPECIALIZERS
+from npu_inductor.runtime.kernels import (
+    KERNELS,
+    MULTI_OUT_KERNELS,
+    OUT_KERNELS,
+    RUNTIME,
+    SPECIALIZERS,
+)
 from npu_inductor.runtime.memory_plan import (
     ALIAS_OPS,
     VIEW_OPS,
@@ -72,7 +78,7 @@ class Bound:
     """A step with its output destinations decided (see the note at the top)."""
 
     step: Step
-    use_out: bool                  # call the kernel with out= (single output)
+    use_out: bool                  # call the kernel with out= (a multi-output one: a tuple)
     dests: tuple[tuple, ...]       # per output: ("ws", slot) | ("graph",) | ("keep",) | ("drop",)
     frees: tuple[int, ...]
     detach: bool = False           # a planned output overlaps a planned input's bytes
@@ -113,8 +119,9 @@ class HostModel:
     """A loaded GE graph, executable with host kernels in a planned workspace."""
 
     def __init__(self, graph: Graph, allocator: Any = None, *, memory_plan: bool = True,
-                 fuse_attention: bool | None = None) -> None:
+                 fuse_attention: bool | None = None, rules_checked: bool = False) -> None:
         self.graph = graph
+        self.rules_checked = rules_checked  # the device rules passed already (HostAcl)
         # run fp32 attention chains (runtime/attention_chain.py) and Reshape(Pack) pairs
         # (runtime/shape_steps.py) as one step each; None: the environment's switch
         self.fuse_attention = attention_chain.enabled() if fuse_attention is None \
@@ -138,7 +145,8 @@ class HostModel:
 
     # ---- loading ---------------------------------------------------------------------------
     def _build(self) -> None:
-        check_graph(self.graph)  # refuse what the device refuses (device_rules.py)
+        if not self.rules_checked:
+            check_graph(self.graph)  # refuse what the device refuses (device_rules.py)
         slot_of: dict[str, int] = {}
         raw: list[tuple[OpNode, tuple]] = []
         data_slot: dict[int, int] = {}
@@ -257,7 +265,8 @@ class HostModel:
                     dests[s] = ("ws", s)
                 else:
                     dests[s] = ("drop",)
-            use_out.append(_can_out(st) and dests[st.outs[0]][0] in ("ws", "graph"))
+            use_out.append(_can_out(st) and dests[st.outs[0]][0] in ("ws", "graph")
+                           or _can_out_multi(st, dests))
         if planned:
             ws = {s for s, d in dests.items() if d[0] == "ws"}
             self.plan_steps = self._plan_steps(use_out)
@@ -463,6 +472,15 @@ def _can_out(st: Step) -> bool:
             and st.op.type not in VIEW_OPS and _nbytes(st.sigs[0]) is not None)
 
 
+def _can_out_multi(st: Step, dests: dict[int, tuple]) -> bool:
+    """A multi-output kernel with an ``out=`` tuple whose results all go to the workspace or
+    nowhere: it writes them at their planned places (no copy there)."""
+    return (st.compute is None and st.op.type in MULTI_OUT_KERNELS
+            and (not st.chain or st.fn is KERNELS[st.op.type])  # (rotary: copies fused)
+            and len(st.outs) > 1 and all(dests[s][0] in ("ws", "drop") for s in st.outs)
+            and any(dests[s][0] == "ws" for s in st.outs))
+
+
 def _run_step(b: Bound, vals: list[Any], views: dict[int, torch.Tensor],
               ws_ptr: int | None) -> None:
     st = b.step
@@ -470,6 +488,13 @@ def _run_step(b: Bound, vals: list[Any], views: dict[int, torch.Tensor],
         vals[st.outs[0]] = views[st.outs[0]]
         return
     args = [_fetch(vals, a) for a in st.args]
+    if b.use_out and len(st.outs) > 1:  # (every destination is "ws" or "drop")
+        outs = tuple(views[d[1]] if d[0] == "ws" else None for d in b.dests)
+        st.fn(*args, out=outs, **st.attrs)
+        for s, d in zip(st.outs, b.dests):
+            if d[0] == "ws":
+                vals[s] = views[s]
+        return
     if b.use_out:
         dest = b.dests[0]
         dst = views[dest[1]] if dest[0] == "ws" else torch.empty(st.sigs[0][1],
@@ -509,10 +534,22 @@ def _hand_over(r: torch.Tensor, sig: tuple, args: list[Any], ws_ptr: int | None)
                                  f"declares {tuple(shape)}")
     storage = r.untyped_storage().data_ptr()
     if storage == ws_ptr or not r.is_contiguous() or (dtype is not None and r.dtype != dtype) \
-            or any(storage == a.untyped_storage().data_ptr() for a in _tensors(args)):
+            or _aliases(storage, args):
         out = torch.empty(r.shape, dtype=dtype or r.dtype)  # r.shape: -1 dims resolved
         return out.copy_(r)
     return r
+
+
+def _aliases(storage: int, args: list[Any]) -> bool:
+    """Whether a tensor among ``args`` (or in a list there) has its storage at ``storage``."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if a.untyped_storage().data_ptr() == storage:
+                return True
+        elif isinstance(a, list) and any(storage == x.untyped_storage().data_ptr()
+                                         for x in a if isinstance(x, torch.Tensor)):
+            return True
+    return False
 
 
 def _shape_matches(actual: Sequence[int], declared: Sequence[int]) -> bool:
@@ -581,16 +618,6 @@ def _frees(steps: list[Step], dests: dict[int, tuple], keep: set[int]) -> list[t
         if s not in keep:
             out[i].append(s)
     return [tuple(f) for f in out]
-
-
-def _tensors(args: list[Any]) -> list[torch.Tensor]:
-    flat: list[torch.Tensor] = []
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            flat.append(a)
-        elif isinstance(a, list):
-            flat.extend(x for x in a if isinstance(x, torch.Tensor))
-    return flat
 
 
 def _fetch(vals: list, a: Any) -> Any:

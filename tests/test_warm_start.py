@@ -1,7 +1,8 @@
 """What a warm start (fresh process, caches a cold compile filled) still does: no lowering,
 no training fusions' forward-only trace (they run as AOTAutograd's pre-grad pass, after
-its cache lookup), one parse of each GE graph's ``.air`` (the device's), and the same fused
-GE graphs, outputs and gradients as the cold one."""
+its cache lookup), one parse of each GE graph's ``.air`` (the device's) and no re-check of
+the device rules on loading it, and the same fused GE graphs, outputs and gradients as the
+cold one."""
 
 import json
 import os
@@ -23,7 +24,10 @@ from npu_inductor.compile_fx import record_reports
 from npu_inductor.ge import serialize
 from npu_inductor.graph_passes import training_fusions
 from npu_inductor.lowering import lower
-traces, lowerings, parses = [], [], []
+from npu_inductor.runtime import host_model
+traces, lowerings, parses, load_checks = [], [], [], []
+real_check = host_model.check_graph
+host_model.check_graph = lambda g: (load_checks.append(1), real_check(g))[1]
 real_trace, real_lower = training_fusions._trace, lower._lower_graph
 real_parse = serialize.from_model_def
 training_fusions._trace = lambda *a: (traces.append(1), real_trace(*a))[1]
@@ -63,6 +67,7 @@ ref.square().sum().backward()
 rel = lambda a, b: ((a - b).abs().max() / b.abs().max()).item()
 print(json.dumps({
     "traces": len(traces), "lowerings": len(lowerings), "parses": parsed,
+    "load_checks": len(load_checks),
     "counters": dict(COUNTERS),
     "aot_hits": counters["aot_autograd"]["autograd_cache_hit"],
     "ge_ops": sorted({op.type for r in reports for g in r.ge_graphs
@@ -92,6 +97,8 @@ def test_warm_training_start_skips_the_fusions_trace(tmp_path):
     assert FUSED <= set(cold["ge_ops"]), cold["ge_ops"]
     assert warm["traces"] == 0 and warm["lowerings"] == 0, warm
     assert cold["parses"] == warm["parses"] == 2, (cold, warm)
+    # the device rules ran when the lowering built each graph, not again when loading it
+    assert cold["load_checks"] == warm["load_checks"] == 0, (cold, warm)
     assert warm["aot_hits"] == 1 and warm["counters"] == {"hit": 2}, warm
     assert warm["ge_ops"] == cold["ge_ops"]
     for run in (cold, warm):

@@ -15,6 +15,11 @@ KERNELS: dict[str, Callable] = {}
 # GE output's dtype and shape to write into (the memory plan's workspace slot or the
 # user's output buffer) and return.
 OUT_KERNELS: set[str] = set()
+# Opt-in: multi-output kernels that accept ``out=`` as a tuple with one entry per output, a
+# tensor to write that result into or None (the kernel allocates it); they return the tuple
+# of results, the given tensors among them. The memory plan then places their planned
+# results in the workspace directly instead of copying them there.
+MULTI_OUT_KERNELS: set[str] = set()
 # Opt-in: op type -> input positions the kernel also accepts as the Python value
 # (``tensor.tolist()``) of a Const input, which the generated host executor decodes once at
 # load time instead of per call. Such a kernel reads those inputs through ``as_list``.
@@ -37,8 +42,8 @@ class _Runtime:
 RUNTIME = _Runtime()  # a specializer's marker for an input that is not a (small) Const
 
 
-def kernel(*op_types: str, out: bool = False, const_inputs: tuple[int, ...] = (),
-           specialize: Callable | None = None) -> Callable:
+def kernel(*op_types: str, out: bool = False, outs: bool = False,
+           const_inputs: tuple[int, ...] = (), specialize: Callable | None = None) -> Callable:
     def deco(fn: Callable) -> Callable:
         for t in op_types:
             if t in KERNELS:
@@ -46,6 +51,8 @@ def kernel(*op_types: str, out: bool = False, const_inputs: tuple[int, ...] = ()
             KERNELS[t] = fn
             if out:
                 OUT_KERNELS.add(t)
+            if outs:
+                MULTI_OUT_KERNELS.add(t)
             if const_inputs:
                 CONST_INPUTS[t] = const_inputs
             if specialize is not None:

@@ -13,23 +13,32 @@ from npu_inductor.runtime.kernels import kernel
 aten = torch.ops.aten
 
 
-@kernel("RmsNorm")
-def rms_norm(x, gamma, epsilon=1e-6):
+@kernel("RmsNorm", outs=True)
+def rms_norm(x, gamma, epsilon=1e-6, out=None):
     """x * rsqrt(mean(x^2) + eps) * gamma, in fp32 for low-precision input. Four torch ops
     with in-place updates: at decode sizes cheaper than ``_fused_rms_norm``, which is a
-    composite on CPU (the same ops plus dispatch and dtype checks around them)."""
+    composite on CPU (the same ops plus dispatch and dtype checks around them). ``out``:
+    (y, rstd), each a tensor to write into or None."""
+    y_out, rstd_out = out if out is not None else (None, None)
     xf = x if x.dtype == torch.float32 else x.float()
-    rstd = torch.mul(xf, xf).mean(-1, keepdim=True).add_(epsilon).rsqrt_()
-    y = torch.mul(xf, rstd)
+    sq = torch.mul(xf, xf)
+    rstd = (sq.mean(-1, keepdim=True) if rstd_out is None else
+            torch.mean(sq, -1, keepdim=True, out=rstd_out.view(sq.shape[:-1] + (1,))))
+    rstd = rstd.add_(epsilon).rsqrt_()
     if x.dtype == torch.float32 and gamma.dtype == torch.float32:
-        return y.mul_(gamma), rstd
-    return y.mul_(gamma.float()).to(x.dtype), rstd
+        y = torch.mul(xf, rstd, out=y_out).mul_(gamma)
+    else:
+        y = torch.mul(xf, rstd).mul_(gamma.float())
+        y = y.to(x.dtype) if y_out is None else y_out.copy_(y)
+    return y, (rstd if rstd_out is None else rstd_out)
 
 
-@kernel("AddRmsNorm")
-def add_rms_norm(x1, x2, gamma, epsilon=1e-6):
-    x = x1 + x2
-    y, rstd = rms_norm(x, gamma, epsilon)
+@kernel("AddRmsNorm", outs=True)
+def add_rms_norm(x1, x2, gamma, epsilon=1e-6, out=None):
+    """``out``: (y, rstd, x), each a tensor to write into or None."""
+    y_out, rstd_out, x_out = out if out is not None else (None, None, None)
+    x = torch.add(x1, x2, out=x_out)
+    y, rstd = rms_norm(x, gamma, epsilon, out=(y_out, rstd_out))
     return y, rstd, x
 
 
@@ -159,14 +168,16 @@ def rotary_mul(x, r1, r2, out=None):
     return _rotary(x, r1, _signed_sin(r2), out)
 
 
-@kernel("ApplyRotaryPosEmb")
-def apply_rotary_pos_emb(query, key, cos, sin, layout=1, rotary_mode="half"):
+@kernel("ApplyRotaryPosEmb", outs=True)
+def apply_rotary_pos_emb(query, key, cos, sin, layout=1, rotary_mode="half", out=None):
+    """``out``: (query, key) results, each a tensor to write into or None."""
     if rotary_mode != "half":
         raise ValueError(f"ApplyRotaryPosEmb: rotary_mode {rotary_mode!r} not supported")
+    q_out, k_out = out if out is not None else (None, None)
     if query.shape[-1] % 2:
-        return rotary_mul(query, cos, sin), rotary_mul(key, cos, sin)
+        return rotary_mul(query, cos, sin, out=q_out), rotary_mul(key, cos, sin, out=k_out)
     signed = _signed_sin(sin)
-    return _rotary(query, cos, signed), _rotary(key, cos, signed)
+    return _rotary(query, cos, signed, q_out), _rotary(key, cos, signed, k_out)
 
 
 @kernel("SwiGlu", out=True)

@@ -91,6 +91,26 @@ def test_host_device_refuses_a_graph_without_port_name_maps():
     HostModel(from_air(to_air(g)))  # the same graph with its maps loads
 
 
+
+def test_host_acl_checks_every_load_but_those_marked_checked():
+    """``HostAcl.rules_checked`` (compile_fx.load_graph: graphs our lowering built or a
+    matching cache entry holds) is the only way a load skips the rules; it ends with its
+    block, so any other model (a planted .air) is still refused."""
+    from npu_inductor.runtime.host_acl import HostAcl
+
+    g = _conv_graph()
+    stripped = Graph(g.name, tuple(replace(op, attrs={k: v for k, v in op.attrs.items()
+                                                      if not k.startswith("_")})
+                                   for op in g.ops))
+    air, acl = to_air(stripped), HostAcl()
+    with pytest.raises(DeviceRuleError, match="port-name-map"):
+        acl.mdl.load_from_mem(air, len(air))
+    with acl.rules_checked():
+        model_id, ret = acl.mdl.load_from_mem(to_air(g), len(to_air(g)))
+    assert ret == 0 and acl.models[model_id].rules_checked
+    with pytest.raises(DeviceRuleError, match="port-name-map"):
+        acl.mdl.load_from_mem(air, len(air))
+
 def test_ir_inputs_skipped_optional():
     """Conv2D fed x, filter and offset_w with bias left out entirely (not "")."""
     g = _conv_graph()
