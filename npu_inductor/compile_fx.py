@@ -83,6 +83,7 @@ class CompiledGraph:
     air: bytes
     om: bytes | None = None  # ATC's model (acl device)
     checker: Callable[[list[Any]], None] | None = None  # options compare=True (debug.py)
+    ge_outputs: int | None = None  # the GE graph's outputs (its executor's OUTPUTS)
     _call_plan: Any = field(default=None, init=False, repr=False)  # (set on first call)
 
     def __call__(self, args: list[Any]) -> list[Any]:
@@ -90,7 +91,7 @@ class CompiledGraph:
             self.checker(args)
         plan = self._call_plan
         if plan is None:
-            plan = self._call_plan = _call_plan(self.lowered)
+            plan = self._call_plan = _call_plan(self.lowered, self.ge_outputs)
         take, ge_only = plan[0], plan[1]
         inputs = [a if isinstance(a, torch.Tensor) else _as_tensor(a) for a in take(args)]
         if torch._C._len_torch_dispatch_stack() == 0:  # (the usual call: no mode to leave)
@@ -103,7 +104,8 @@ class CompiledGraph:
         return outs
 
 
-def _call_plan(lowered: LoweredGraph) -> tuple[Any, bool, Callable[[list, list], list]]:
+def _call_plan(lowered: LoweredGraph, ge_outputs: int | None = None,
+               ) -> tuple[Any, bool, Callable[[list, list], list]]:
     """How a call maps the FX inputs to the GE graph's Data inputs (one C-level gather);
     whether the FX outputs are the GE outputs as they are (then handed over unwrapped);
     else the generated function that makes them (``output_views.outputs_function``)."""
@@ -112,7 +114,9 @@ def _call_plan(lowered: LoweredGraph) -> tuple[Any, bool, Callable[[list, list],
         take = lambda args: (args[idx[0]],)  # noqa: E731  (itemgetter of one is no tuple)
     else:
         take = operator.itemgetter(*idx) if idx else (lambda args: ())
-    ge_only = len(lowered.outputs) == len(lowered.graph.net_output().input_descs) and all(
+    if ge_outputs is None:  # (a cached graph's is known: its .air is not parsed for it)
+        ge_outputs = len(lowered.graph.net_output().input_descs)
+    ge_only = len(lowered.outputs) == ge_outputs and all(
         slot.kind == "ge" and slot.index == k for k, slot in enumerate(lowered.outputs))
     return take, ge_only, outputs_function(lowered.outputs)
 
@@ -396,7 +400,8 @@ def load_graph(lowered: LoweredGraph, config: NpuConfig,
         executor = module.Executor(device, om if device.kind == "acl" else air)
     executor.source = source
     device.configure_model(executor.model_id, config)  # memory_plan / memory_limit
-    return CompiledGraph(module.GRAPH_NAME, lowered, executor, air, om)
+    return CompiledGraph(module.GRAPH_NAME, lowered, executor, air, om,
+                         ge_outputs=len(module.OUTPUTS))
 
 
 def write_dump(folder: Path, compiled: CompiledGraph, fx_before: str | None,
