@@ -48,8 +48,9 @@ NOTES = {
                                  "and aot_eager, with --compare aot_eager): no backend "
                                  "inherits what an earlier compile of the model left in "
                                  "the process; the same conditions as the warm compile",
-    "compile_cache": "npu-bench runs with a fresh, empty npu_inductor cache folder, so cold "
-                     "is cold; cache_hits/cache_misses count FX graphs of the cold compile",
+    "compile_cache": "npu-bench runs with a fresh, empty npu_inductor cache folder (unless "
+                     "--cache-dir), so cold is cold; cache_hits/cache_misses count FX graphs "
+                     "of the cold compile",
     "speedup": "median eager / median backend, backends interleaved call by call",
     "accuracy": "float64 eager reference; pass when max error relative to the reference's "
                 "largest magnitude <= 3 x eager's own error + dtype tolerance",

@@ -83,42 +83,40 @@ class CompiledGraph:
     air: bytes
     om: bytes | None = None  # ATC's model (acl device)
     checker: Callable[[list[Any]], None] | None = None  # options compare=True (debug.py)
-    ge_outputs: int | None = None  # the GE graph's outputs (its executor's OUTPUTS)
     _call_plan: Any = field(default=None, init=False, repr=False)  # (set on first call)
 
     def __call__(self, args: list[Any]) -> list[Any]:
         if self.checker is not None:
             self.checker(args)
         plan = self._call_plan
-        if plan is None:
-            plan = self._call_plan = _call_plan(self.lowered, self.ge_outputs)
-        take, ge_only = plan[0], plan[1]
+        take = plan[0] if plan is not None else _take(self.lowered.data_inputs)
         inputs = [a if isinstance(a, torch.Tensor) else _as_tensor(a) for a in take(args)]
         if torch._C._len_torch_dispatch_stack() == 0:  # (the usual call: no mode to leave)
             ge_outs = self.executor.run(inputs)
         else:
             with _outside_aot_op_analysis():
                 ge_outs = self.executor.run(inputs)
-        outs = ge_outs if ge_only else plan[2](args, ge_outs)
+        if plan is None:  # (the GE output count from the run: a cached graph is not parsed)
+            plan = self._call_plan = (take, *_outputs_plan(self.lowered, len(ge_outs)))
+        outs = ge_outs if plan[1] else plan[2](args, ge_outs)
         args.clear()
         return outs
 
 
-def _call_plan(lowered: LoweredGraph, ge_outputs: int | None = None,
-               ) -> tuple[Any, bool, Callable[[list, list], list]]:
-    """How a call maps the FX inputs to the GE graph's Data inputs (one C-level gather);
-    whether the FX outputs are the GE outputs as they are (then handed over unwrapped);
-    else the generated function that makes them (``output_views.outputs_function``)."""
-    idx = lowered.data_inputs
+def _take(idx: list[int]) -> Callable[[list[Any]], tuple[Any, ...]]:
+    """How a call maps the FX inputs to the GE graph's Data inputs (one C-level gather)."""
     if len(idx) == 1:
-        take = lambda args: (args[idx[0]],)  # noqa: E731  (itemgetter of one is no tuple)
-    else:
-        take = operator.itemgetter(*idx) if idx else (lambda args: ())
-    if ge_outputs is None:  # (a cached graph's is known: its .air is not parsed for it)
-        ge_outputs = len(lowered.graph.net_output().input_descs)
-    ge_only = len(lowered.outputs) == ge_outputs and all(
+        return lambda args: (args[idx[0]],)  # (an itemgetter of one returns no tuple)
+    return operator.itemgetter(*idx) if idx else (lambda args: ())
+
+
+def _outputs_plan(lowered: LoweredGraph, n_ge: int) -> tuple[bool, Callable[[list, list], list]]:
+    """Whether the FX outputs are the ``n_ge`` GE outputs as they are (then handed over
+    unwrapped); and the generated function that makes them otherwise
+    (``output_views.outputs_function``)."""
+    ge_only = len(lowered.outputs) == n_ge and all(
         slot.kind == "ge" and slot.index == k for k, slot in enumerate(lowered.outputs))
-    return take, ge_only, outputs_function(lowered.outputs)
+    return ge_only, outputs_function(lowered.outputs)
 
 
 @contextlib.contextmanager
@@ -400,8 +398,7 @@ def load_graph(lowered: LoweredGraph, config: NpuConfig,
         executor = module.Executor(device, om if device.kind == "acl" else air)
     executor.source = source
     device.configure_model(executor.model_id, config)  # memory_plan / memory_limit
-    return CompiledGraph(module.GRAPH_NAME, lowered, executor, air, om,
-                         ge_outputs=len(module.OUTPUTS))
+    return CompiledGraph(module.GRAPH_NAME, lowered, executor, air, om)
 
 
 def write_dump(folder: Path, compiled: CompiledGraph, fx_before: str | None,

@@ -22,6 +22,7 @@ def profiled(monkeypatch):
 
     monkeypatch.setattr(guard_profile, "_ORIGINAL", counting)
     torch._dynamo.reset()
+    counters.clear()  # (the process's earlier tests counted their graphs too)
     yield calls
     torch._dynamo.reset()
 

@@ -148,7 +148,9 @@ def test_median_pass_and_ratios_take_cpu_and_wall_apart() -> None:
 
 
 def test_serve_figures_are_eagers_scaled_by_each_variants_ratio() -> None:
-    eager = serve.ServeRow("m", "eager", 2, tokens=10, tok_per_s_own=500.0, ttft_ms_own=2.0)
+    # the base: eager's quiet (10th-percentile) figures, not its medians
+    eager = serve.ServeRow("m", "eager", 2, tokens=10, tok_per_s_own=400.0, ttft_ms_own=2.5,
+                           tok_per_s_quiet=500.0, ttft_ms_quiet=2.0)
     graph = serve.ServeRow("m", "npu_dynamic", 2, tokens=10, tok_per_s_own=200.0,
                            ttft_ms_own=9.0, vs_eager=0.5, ttft_vs_eager=1.5)
     failed = serve.ServeRow("m", "npu_exact", 2, error="boom")
@@ -157,3 +159,23 @@ def test_serve_figures_are_eagers_scaled_by_each_variants_ratio() -> None:
     assert graph.tok_per_s == pytest.approx(250.0) and graph.ttft_ms == pytest.approx(3.0)
     assert graph.tok_per_s_own == 200.0  # its own median stays beside it
     assert failed.tok_per_s is None and failed.ttft_ms is None
+
+
+def test_cache_folders_fresh_per_run_or_kept_with_cache_dir(tmp_path) -> None:
+    import os
+
+    from npu_inductor.benchmarks import cli
+
+    names = ("NPU_INDUCTOR_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
+    before = [os.environ.get(n) for n in names]
+    with cli.fresh_caches():
+        fresh = [os.environ[n] for n in names]
+        assert all(os.path.isdir(f) and not os.listdir(f) for f in fresh)
+    assert not any(os.path.exists(f) for f in fresh)  # removed after the run
+    keep = cli.parse_args(["--mode", "serve", "--cache-dir", str(tmp_path)]).cache_dir
+    with cli.fresh_caches(keep):
+        kept = [os.environ[n] for n in names]
+        assert kept == [str(tmp_path / "npu_inductor"), str(tmp_path / "torch")]
+        os.makedirs(kept[0])
+    assert os.path.isdir(kept[0])  # kept
+    assert [os.environ.get(n) for n in names] == before  # environment restored
