@@ -1,9 +1,10 @@
 """The training graphs' kernels with ``out=``: ``RmsNormGrad`` and
-``RotaryPositionEmbeddingGrad`` take an ``out=`` tuple (``MULTI_OUT_KERNELS``), ``SwiGluGrad``
-and ``SoftmaxGrad`` a single ``out=`` (``OUT_KERNELS``), so a training step's backward
-graph writes their planned results into the workspace instead of copying them there, also
-when another result of the same kernel is a graph output (``host_model._can_out_multi``).
-A ``ConcatV2`` with a Const axis reads the axis once at load (its specialized kernel)."""
+``RotaryPositionEmbeddingGrad`` take an ``out=`` tuple (``MULTI_OUT_KERNELS``),
+``SwiGluGrad``, ``SoftmaxGrad``, ``Log`` and ``Fill`` a single ``out=`` (``OUT_KERNELS``), so
+a training step's backward graph writes their planned results into the workspace instead of
+copying them there, also when another result of the same kernel is a graph output
+(``host_model._can_out_multi``). A ``ConcatV2`` with a Const axis reads the axis once at load
+(its specialized kernel)."""
 
 import sys
 from pathlib import Path
@@ -34,7 +35,10 @@ def _cases(dtype: torch.dtype, d: int) -> dict:
             "RotaryPositionEmbeddingGrad": ((rot_dy, cos, sin), {"mode": 0}),
             "RotaryPositionEmbeddingGrad+x": ((rot_dy, cos, sin, rot_x), {"mode": 0}),
             "SwiGluGrad": ((r(2, 5, 8), x), {"dim": -1}),
-            "SoftmaxGrad": ((probs, r(2, 3, 5, 5)), {"axes": [-1]})}
+            "SoftmaxGrad": ((probs, r(2, 3, 5, 5)), {"axes": [-1]}),
+            "Log": ((x.abs() + 0.5,), {}),
+            "Log+base": ((x.abs() + 0.5,), {"base": 3.0, "scale": 2.0, "shift": 0.25}),
+            "Fill": ((torch.tensor([2, 3, 4]), r(1)[0]), {})}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -59,10 +63,13 @@ def test_grad_out_tuple_writes_in_place_and_matches(case, d, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("op", ["SwiGluGrad", "SoftmaxGrad"])
-def test_grad_single_out_matches(op, dtype):
+@pytest.mark.parametrize("case", ["SwiGluGrad", "SoftmaxGrad", "Log", "Log+base", "Fill"])
+def test_single_out_matches(case, dtype):
+    """Single-output kernels of the training graphs (bf16 training: Log, Fill) with ``out=``:
+    bitwise their result without it."""
+    op = case.split("+")[0]
     assert op in OUT_KERNELS
-    args, attrs = _cases(dtype, 8)[op]
+    args, attrs = _cases(dtype, 8)[case]
     want = KERNELS[op](*args, **attrs)
     given = torch.full(want.shape, float("nan"), dtype=want.dtype)
     got = KERNELS[op](*args, out=given, **attrs)
