@@ -166,12 +166,18 @@ def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict,
         if expr is not None:
             ctx["expr"] = expr
     call = args + _attr_call(k, st.attrs, binds)
-    if b.use_out and ctx["multi"]:  # every destination "ws" or "drop" (_can_out_multi)
+    if b.use_out and ctx["multi"]:  # the "ws" results written in place (_can_out_multi)
         ws = [s for s, d in zip(st.outs, b.dests) if d[0] == "ws"]
         call.append("out=(" + "".join(f"W[{s}], " if s in ws else "None, " for s in st.outs)
                     + ")")
-        ctx["use_out"], ctx["multi"] = False, False
-        ctx["stores"] = [("keep", s, f"W[{s}]") for s in ws]
+        ctx["use_out"] = False
+        ctx["multi"] = any(d[0] in ("graph", "keep") for d in b.dests)  # r[i] read
+        for i, (s, dest) in enumerate(zip(st.outs, b.dests)):
+            if dest[0] == "graph":
+                sigs[s] = st.sigs[i]
+            if dest[0] != "drop":
+                ctx["stores"].append(("keep", s, f"W[{s}]") if dest[0] == "ws"
+                                     else (dest[0], s, f"r[{i}]"))
     elif b.use_out:
         s = st.outs[0]
         if b.dests[0][0] == "ws":

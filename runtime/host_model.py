@@ -473,12 +473,12 @@ def _can_out(st: Step) -> bool:
 
 
 def _can_out_multi(st: Step, dests: dict[int, tuple]) -> bool:
-    """A multi-output kernel with an ``out=`` tuple whose results all go to the workspace or
-    nowhere: it writes them at their planned places (no copy there)."""
+    """A multi-output kernel with an ``out=`` tuple and a result planned in the workspace: it
+    writes its planned results there (no copy); the others (graph outputs, kept or dropped
+    results) it allocates itself, as without ``out=``."""
     return (st.compute is None and st.op.type in MULTI_OUT_KERNELS
             and (not st.chain or st.fn is KERNELS[st.op.type])  # (rotary: copies fused)
-            and len(st.outs) > 1 and all(dests[s][0] in ("ws", "drop") for s in st.outs)
-            and any(dests[s][0] == "ws" for s in st.outs))
+            and len(st.outs) > 1 and any(dests[s][0] == "ws" for s in st.outs))
 
 
 def _run_step(b: Bound, vals: list[Any], views: dict[int, torch.Tensor],
@@ -488,12 +488,16 @@ def _run_step(b: Bound, vals: list[Any], views: dict[int, torch.Tensor],
         vals[st.outs[0]] = views[st.outs[0]]
         return
     args = [_fetch(vals, a) for a in st.args]
-    if b.use_out and len(st.outs) > 1:  # (every destination is "ws" or "drop")
+    if b.use_out and len(st.outs) > 1:  # the "ws" results written in place
         outs = tuple(views[d[1]] if d[0] == "ws" else None for d in b.dests)
-        st.fn(*args, out=outs, **st.attrs)
-        for s, d in zip(st.outs, b.dests):
+        results = tuple(st.fn(*args, out=outs, **st.attrs))
+        for s, d, r, sig in zip(st.outs, b.dests, results, st.sigs):
             if d[0] == "ws":
                 vals[s] = views[s]
+            elif d[0] == "graph":
+                vals[s] = _hand_over(r, sig, [] if b.private else args, ws_ptr)
+            elif d[0] == "keep":
+                vals[s] = r
         return
     if b.use_out:
         dest = b.dests[0]

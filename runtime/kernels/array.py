@@ -46,7 +46,19 @@ def _outputs(ys: tuple) -> torch.Tensor | tuple:
     return ys[0] if len(ys) == 1 else tuple(ys)
 
 
-@kernel("ConcatV2", out=True)
+def _specialize_concat_v2(consts, attrs):
+    """A Const axis: read once here, per call only ``torch.cat``."""
+    dim = consts[1]
+    if dim is RUNTIME or dim is None or isinstance(dim, list) and len(dim) != 1:
+        return None
+    dim = int(dim if not isinstance(dim, list) else dim[0])
+
+    def concat(x, *_, out=None, **__):
+        return torch.cat(x, dim, out=out)
+    return concat
+
+
+@kernel("ConcatV2", out=True, specialize=_specialize_concat_v2)
 def concat_v2(x, concat_dim, N=1, out=None):
     return torch.cat(x, int(concat_dim), out=out)
 

@@ -8,8 +8,10 @@ from npu_inductor.ge.dtypes import from_cpp
 from npu_inductor.runtime.kernels import kernel
 
 
-@kernel("Fill")
-def fill(dims, value):
+@kernel("Fill", out=True)
+def fill(dims, value, out=None):
+    if out is not None:  # (its shape is the GE output's, i.e. ``dims``)
+        return out.copy_(value.reshape(()))
     return value.reshape(()).expand(dims.tolist()).contiguous()
 
 

@@ -103,15 +103,15 @@ def exp(x, base=-1.0, scale=1.0, shift=0.0):
     return torch.exp2(z) if base == 2.0 else torch.pow(base, z)
 
 
-@kernel("Log")
-def log(x, base=-1.0, scale=1.0, shift=0.0):
-    """y = log_base(scale * x + shift); base -1 means e."""
+@kernel("Log", out=True)
+def log(x, base=-1.0, scale=1.0, shift=0.0, out=None):
+    """y = log_base(scale * x + shift); base -1 means e (``out``: written there)."""
     z = x if scale == 1.0 and shift == 0.0 else x * scale + shift
     if base == -1.0:
-        return torch.log(z)
+        return torch.log(z, out=out)
     if base in (2.0, 10.0):
-        return torch.log2(z) if base == 2.0 else torch.log10(z)
-    return torch.log(z) / math.log(base)
+        return torch.log2(z, out=out) if base == 2.0 else torch.log10(z, out=out)
+    return torch.div(torch.log(z), math.log(base), out=out)
 
 
 @kernel("ClipByValue")

@@ -237,16 +237,29 @@ def flash_attention_score_grad(query, key, value, dy, pse_shift=None, drop_mask=
 
 
 # ---- backward ops of the training fusions ---------------------------------------------------
-@kernel("RmsNormGrad")
-def rms_norm_grad(dy, x, rstd, gamma):
+@kernel("RmsNormGrad", outs=True)
+def rms_norm_grad(dy, x, rstd, gamma, out=None):
     """(dx, dgamma in fp32) of y = x * rstd * gamma, computed in fp32 (updated in place):
-    dx = rstd * (dn - normed * mean(dn * normed)), dn = dy * gamma, normed = x * rstd."""
+    dx = rstd * (dn - normed * mean(dn * normed)), dn = dy * gamma, normed = x * rstd.
+    ``out``: (dx, dgamma), each a tensor to write into or None."""
+    dx_out, dgamma_out = out if out is not None else (None, None)
     dyf = dy.float()
     normed = x.float() * rstd
     dn = dyf * gamma.float()
     mean = (dn * normed).mean(-1, keepdim=True)
-    dgamma = (dyf * normed).reshape(-1, x.shape[-1]).sum(0)
-    return dn.sub_(normed.mul_(mean)).mul_(rstd).to(x.dtype), dgamma
+    rows = (dyf * normed).reshape(-1, x.shape[-1])
+    dgamma = rows.sum(0) if dgamma_out is None else torch.sum(rows, 0, out=dgamma_out)
+    dn.sub_(normed.mul_(mean))
+    if dx_out is None:
+        return dn.mul_(rstd).to(x.dtype), dgamma
+    if dx_out.dtype == torch.float32:
+        return torch.mul(dn, rstd, out=dx_out), dgamma
+    return dx_out.copy_(dn.mul_(rstd)), dgamma
+
+
+def _put(t, dst):
+    """``t``, or ``dst`` holding it (a multi-output kernel's ``out=`` entry)."""
+    return t if dst is None else dst.copy_(t)
 
 
 def _reduce_to(t, shape):
@@ -257,12 +270,14 @@ def _reduce_to(t, shape):
     return t.sum(dims, keepdim=True) if dims else t
 
 
-@kernel("RotaryPositionEmbeddingGrad")
-def rotary_position_embedding_grad(dy, cos, sin, x=None, mode=0):
+@kernel("RotaryPositionEmbeddingGrad", outs=True)
+def rotary_position_embedding_grad(dy, cos, sin, x=None, mode=0, out=None):
     """mode 0 (rotate-half): dx = dy * cos + rotate_half^T(dy * sin); dcos = dy * x,
-    dsin = dy * rotate_half(x) reduced to cos's shape (zeros without ``x``)."""
+    dsin = dy * rotate_half(x) reduced to cos's shape (zeros without ``x``). ``out``:
+    (dx, dcos, dsin), each a tensor to write into or None."""
     if mode != 0:
         raise ValueError(f"RotaryPositionEmbeddingGrad: mode {mode} is not implemented here")
+    dx_out, dcos_out, dsin_out = out if out is not None else (None, None, None)
     h = dy.shape[-1] // 2
     if x is None and dy.shape[-1] % 2 == 0:
         # rotate_half^T(g) = cat(g2, -g1) with g = dy * sin: dy * cos, then the halves of g
@@ -270,35 +285,39 @@ def rotary_position_embedding_grad(dy, cos, sin, x=None, mode=0):
         # zeros without a buffer of their own (expanded)
         dyf = dy.float()
         g = dyf * sin.float()
-        dx = dyf * cos.float()
+        direct = dx_out is not None and dx_out.dtype == torch.float32
+        dx = torch.mul(dyf, cos.float(), out=dx_out) if direct else dyf * cos.float()
         dx[..., :h].add_(g[..., h:])
         dx[..., h:].sub_(g[..., :h])
         zero = cos.new_zeros(())
-        return dx.to(dy.dtype), zero.expand(cos.shape), zero.expand(sin.shape)
+        return (dx if direct else _put(dx.to(dy.dtype), dx_out),
+                _put(zero.expand(cos.shape), dcos_out), _put(zero.expand(sin.shape), dsin_out))
     g = dy.float() * sin.float()
     g1, g2 = g.chunk(2, dim=-1)
-    dx = (dy.float() * cos.float() + torch.cat((g2, -g1), dim=-1)).to(dy.dtype)
+    dx = _put((dy.float() * cos.float() + torch.cat((g2, -g1), dim=-1)).to(dy.dtype), dx_out)
     if x is None:
-        return dx, torch.zeros_like(cos), torch.zeros_like(sin)
+        return dx, _put(torch.zeros_like(cos), dcos_out), _put(torch.zeros_like(sin), dsin_out)
     x1, x2 = x.float().chunk(2, dim=-1)
     dcos = _reduce_to(dy.float() * x.float(), cos.shape).to(cos.dtype)
     dsin = _reduce_to(dy.float() * torch.cat((-x2, x1), dim=-1), sin.shape).to(sin.dtype)
-    return dx, dcos, dsin
+    return dx, _put(dcos, dcos_out), _put(dsin, dsin_out)
 
 
-@kernel("SwiGluGrad")
-def swiglu_grad(y_grad, x, dim=-1):
+@kernel("SwiGluGrad", out=True)
+def swiglu_grad(y_grad, x, dim=-1, out=None):
     """Both halves written in place (fp32; fp16/bf16 computed in fp32, rounded once) from one
     sigmoid: with s = sigmoid(a), d(silu(a) * b) = (dy * b * s * (1 + a * (1 - s)),
-    dy * a * s) -- silu_backward's formula, without computing the sigmoid twice."""
+    dy * a * s) -- silu_backward's formula, without computing the sigmoid twice. ``out``:
+    written there (directly in fp32)."""
     a, b = (t.float() for t in x.chunk(2, dim=dim))
     dyf = y_grad.float()
     s = torch.sigmoid(a)
-    out = torch.empty(x.shape, dtype=torch.float32)
-    da, db = out.chunk(2, dim=dim)
+    direct = out is not None and out.dtype == torch.float32
+    grad = out if direct else torch.empty(x.shape, dtype=torch.float32)
+    da, db = grad.chunk(2, dim=dim)
     torch.mul(a, s, out=db).mul_(dyf)
     torch.mul(dyf, b, out=da).mul_(torch.rsub(s, 1).mul_(a).add_(1).mul_(s))
-    return out.to(x.dtype)
+    return grad if direct else _put(grad.to(x.dtype), out)
 
 
 def _grouped_lists(xs, ws, bias, ends, split_item, transpose_weight, transpose_x, group_type):

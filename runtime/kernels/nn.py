@@ -206,9 +206,12 @@ def softmax_v2(x, axes=(-1,), half_to_float=False, out=None):
     return torch.softmax(x, axis, torch.float32 if half_to_float else None)
 
 
-@kernel("SoftmaxGrad")
-def softmax_grad(softmax, grad_softmax, axes=(-1,)):
+@kernel("SoftmaxGrad", out=True)
+def softmax_grad(softmax, grad_softmax, axes=(-1,), out=None):
     (axis,) = axes
+    if out is not None:
+        return aten._softmax_backward_data.out(grad_softmax, softmax, axis, softmax.dtype,
+                                               grad_input=out)
     return aten._softmax_backward_data(grad_softmax, softmax, axis, softmax.dtype)
 
 
