@@ -398,7 +398,7 @@ class BucketedGraph:
         self.outputs = self._output_exprs()
         self.cache: dict[tuple, Callable] = {}
         self.names = sorted((str(s), s) for s in self.symbols)  # the cache key's order
-        self.narrows: dict[tuple, list] = {}  # per (sizes, padded sizes): _slice's plan
+        self.narrows: dict[tuple, list] = {}  # per input-size signature: _slice's plan
         self.auto = {d.symbol: AutoBuckets(config.max_buckets, functools.partial(
             graph_cost, aten_gm, d.symbol)) for d in dims if d.sizes == AUTO}
         self.report = new_report(dims)
@@ -625,7 +625,7 @@ class BucketedGraph:
         if padded == values:
             return outs
         result = list(outs)
-        for k, narrows in self._narrows(values, padded):
+        for k, narrows in self._narrows(values):
             if not isinstance(result[k], torch.Tensor):
                 continue
             t = result[k]
@@ -638,10 +638,11 @@ class BucketedGraph:
             result[k] = t.contiguous() if t is not result[k] else t
         return result
 
-    def _narrows(self, values: dict, padded: dict) -> list:
+    def _narrows(self, values: dict) -> list:
         """Per output with a symbolic size: (index, [(dim, valid size)]), evaluated once per
-        input-size signature (sympy per call cost ~0.1 ms)."""
-        key = (tuple(values.items()), tuple(padded.items()))
+        input-size signature (sympy per call cost ~0.1 ms; the valid sizes depend on the
+        sizes alone, not on the buckets they were padded to)."""
+        key = tuple(values.items())
         plan = self.narrows.get(key)
         if plan is None:
             plan = [(k, [(dim, _sym_value(e, values)) for dim, e in enumerate(exprs)
