@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch._dynamo.backends.common import aot_autograd
 
-from npu_inductor import aot_cache, bucket_frames, guard_profile, unspec_floats
+from npu_inductor import aot_cache, bucket_frames, guard_profile, trace_headers, unspec_floats
 from npu_inductor.buckets import (
     BucketedDim,
     BucketedGraph,
@@ -33,6 +33,9 @@ from npu_inductor.graph_passes.training_fusions import fuse_for_training
 from npu_inductor.lowering.decompositions import decomposition_table
 
 log = logging.getLogger("npu_inductor")
+# Dynamo traces a frame before it calls the backend, so the header cut is in place from the
+# import torch.compile's backend lookup does (trace_headers.py)
+trace_headers.install()
 CLASH_MESSAGE = (
     "torch_npu (torchair) has registered the torch.compile backend name 'npu', so "
     "backend='npu' runs torchair, not npu_inductor. Use backend='npu_inductor' for this "
