@@ -24,7 +24,11 @@ model (the optimizer step still goes through ``torch.compile``).
 
 prints a JSON row per model and mode: median cold (npu, aot_eager) and warm of 3 (or REPS)
 fresh processes each, interleaved (``compare``), in wall time and in CPU time (``cpu_*``),
-with each figure's spread and the ratios within each round (``summary``).
+with each figure's spread and the ratios within each round (``summary``). Each process also
+reports where its CPU time went (``cpu_phases``: Dynamo's trace outside the backend call,
+the backend call, the guards; ``phases``); the row's ``cpu_phase_median`` holds their
+medians and ``warm_floor_vs_cold`` is the warm start less its whole backend call over the
+cold compile, per round: the ratio a backend that cost nothing on a warm start would reach.
 """
 
 from __future__ import annotations
@@ -54,11 +58,13 @@ def spec(model: str, mode: str, settings: Any, options: dict[str, Any]) -> dict[
 
 def measure_in_fresh_process(job: dict[str, Any], timeout: float = 900,
                               cache_dir: str | None = None) -> tuple[float, dict]:
-    return measure_in_fresh_process_cpu(job, timeout, cache_dir)[::2]
+    seconds, _, counters, _ = measure_in_fresh_process_cpu(job, timeout, cache_dir)
+    return seconds, counters
 
 
-def measure_in_fresh_process_cpu(job: dict[str, Any], timeout: float = 900,
-                                  cache_dir: str | None = None) -> tuple[float, float, dict]:
+def measure_in_fresh_process_cpu(
+        job: dict[str, Any], timeout: float = 900,
+        cache_dir: str | None = None) -> tuple[float, float, dict, dict[str, float]]:
     """Run ``main`` in a new interpreter (same environment: same cache folder; empty ones of
     its own with ``job["empty_cache"]``; ``cache_dir``: both caches under that folder)."""
     env, folders = dict(os.environ), []
@@ -79,7 +85,7 @@ def measure_in_fresh_process_cpu(job: dict[str, Any], timeout: float = 900,
     if done.returncode != 0:
         raise RuntimeError(f"warm process failed: {done.stderr.strip()[-600:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    return result["warm_s"], result["warm_cpu_s"], result["counters"]
+    return result["warm_s"], result["warm_cpu_s"], result["counters"], result["cpu_phases"]
 
 
 def compare(models: list[str], modes: list[str], reps: int = 3, precompile: bool = False,
@@ -98,6 +104,7 @@ def compare(models: list[str], modes: list[str], reps: int = 3, precompile: bool
             base = spec(model, mode, Settings(precompile=precompile), options or {})
             times: dict[str, list[float]] = {"aot_eager": [], "cold": [], "warm": []}
             cpu: dict[str, list[float]] = {k: [] for k in times}
+            phases: dict[str, list[dict[str, float]]] = {k: [] for k in times}
             loads, warm_counters = [], {}
             with tempfile.TemporaryDirectory(prefix="npu_bench_warm_") as filled:
                 for i in range(reps):
@@ -108,14 +115,16 @@ def compare(models: list[str], modes: list[str], reps: int = 3, precompile: bool
                     for name, job, folder in (runs if i % 2 == 0 else
                                               [runs[1], runs[0], runs[2]]):
                         loads.append(os.getloadavg()[0])
-                        seconds, cpu_s, counters = measure_in_fresh_process_cpu(
+                        seconds, cpu_s, counters, spent = measure_in_fresh_process_cpu(
                             job, cache_dir=folder)
                         times[name].append(seconds)
                         cpu[name].append(cpu_s)
+                        phases[name].append(spent)
                         if name == "warm":
                             warm_counters = counters
             yield {"model": model, "mode": mode, "precompile": precompile,
-                   **summary(times, cpu), "warm_counters": warm_counters,
+                   **summary(times, cpu), **phase_summary(cpu, phases),
+                   "warm_counters": warm_counters,
                    "load": [round(min(loads), 1), round(max(loads), 1)]}
 
 
@@ -138,6 +147,50 @@ def summary(times: dict[str, list[float]], cpu: dict[str, list[float]]) -> dict[
             "cpu_round_ratios": rounds,
             "cpu_round_ratio_median": {k: statistics.median(v) for k, v in rounds.items()},
             "cpu_round_ratio_range": {k: [min(v), max(v)] for k, v in rounds.items()}}
+
+
+def phase_summary(cpu: dict[str, list[float]],
+                  phases: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
+    """Each kind's median CPU s per phase (``cpu_phase_median``) and, per round, the warm
+    start without its backend call over that round's cold compile (``warm_floor_vs_cold``:
+    samples, median, range): no backend can take a warm start below that ratio."""
+    med = {k: {p: statistics.median(s[p] for s in v) for p in v[0]}
+           for k, v in phases.items() if v}
+    floor = [(w - p["backend"]) / c
+             for w, p, c in zip(cpu["warm"], phases["warm"], cpu["cold"])]
+    return {"cpu_phase_median": med,
+            "warm_floor_vs_cold": {"rounds": floor, "median": statistics.median(floor),
+                                   "range": [min(floor), max(floor)]}}
+
+
+PHASES = {  # (module, owner, attribute): the CPU time inside each call, summed
+    "backend": ("torch._dynamo.output_graph", "OutputGraph", "call_user_compiler"),
+    "trace": ("torch._dynamo.symbolic_convert", "InstructionTranslator", "run"),
+    "guards": ("torch._dynamo.guards", "CheckFunctionManager", "__init__"),
+}
+
+
+def time_phases() -> dict[str, float]:
+    """Sum the process CPU time inside each of ``PHASES`` into the returned dict (from now
+    on, in this process). ``trace`` holds ``backend`` (Dynamo calls the backend at the
+    end of its trace); ``cpu_phases`` reports the trace without it."""
+    import functools
+    import importlib
+
+    spent = dict.fromkeys(PHASES, 0.0)
+    for phase, (module, owner, attr) in PHASES.items():
+        cls = getattr(importlib.import_module(module), owner)
+        fn = getattr(cls, attr)
+
+        def timed(*args: Any, _fn: Any = fn, _phase: str = phase, **kwargs: Any) -> Any:
+            start = time.process_time()
+            try:
+                return _fn(*args, **kwargs)
+            finally:
+                spent[_phase] += time.process_time() - start
+
+        setattr(cls, attr, functools.wraps(fn)(timed))
+    return spent
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         prime([Backend(backend, lambda m: wrap_model(m, (torch.randn(4, 4),)), npu=True)],
               case.train)
     COUNTERS.clear()
+    spent = time_phases()
     model = case.model
     opt = torch.optim.SGD(model.parameters(), lr=settings.lr) if case.train else None
     start, start_cpu = time.perf_counter(), time.process_time()
@@ -193,7 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     step_fn(case, model, wrap_model(model, case.inputs), opt,
             wrap(opt.step) if opt is not None else None)(False)
     warm_s, warm_cpu_s = time.perf_counter() - start, time.process_time() - start_cpu
-    print(json.dumps({"warm_s": warm_s, "warm_cpu_s": warm_cpu_s, "counters": dict(COUNTERS)}))
+    phases = {"trace_without_backend": spent["trace"] - spent["backend"],
+              "backend": spent["backend"], "guards": spent["guards"]}
+    print(json.dumps({"warm_s": warm_s, "warm_cpu_s": warm_cpu_s, "counters": dict(COUNTERS),
+                      "cpu_phases": phases}))
     return 0
 
 

@@ -128,3 +128,18 @@ def test_warm_summary_reports_round_ratios_and_spread() -> None:
     assert row["cpu_round_ratio_range"]["cold_vs_aot_eager"] == [0.75, 1.5]
     assert row["cpu_spread"]["aot_eager"] == [1.0, 4.0]
     assert row["cpu_cold_vs_aot_eager"] == 1.0 and row["cpu_warm_vs_cold"] == 0.375
+
+
+def test_warm_floor_is_the_warm_start_without_its_backend_call() -> None:
+    """``warm.phase_summary``: per-phase medians, and per round the warm start less its
+    backend call over the cold compile (the ratio no backend can beat)."""
+    from npu_inductor.benchmarks.warm import phase_summary
+
+    cpu = {"aot_eager": [1.0, 1.0], "cold": [2.0, 4.0], "warm": [1.0, 1.5]}
+    phases = {k: [{"backend": b, "guards": 0.1} for b in bs]
+              for k, bs in {"aot_eager": [0.5, 0.7], "cold": [1.0, 1.2],
+                            "warm": [0.2, 0.5]}.items()}
+    row = phase_summary(cpu, phases)
+    assert row["warm_floor_vs_cold"]["rounds"] == [0.4, 0.25]
+    assert row["warm_floor_vs_cold"]["range"] == [0.25, 0.4]
+    assert row["cpu_phase_median"]["cold"] == {"backend": 1.1, "guards": 0.1}
