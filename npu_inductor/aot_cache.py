@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -115,6 +116,19 @@ def serializable(compile_fn: Callable[..., Any], kind: str,
     return SerializableAOTDispatchCompiler(NpuOutputCode, compile_output_code)
 
 
+def _key_tag(config: NpuConfig) -> str:
+    """What ``NpuOutputCode.post_compile`` compares, as part of AOTAutograd's key
+    (``torch.compiler.config.cache_key_tag`` is hashed into it). Without it, a graph compiled
+    with other options or by another npu_inductor source finds the existing entry under the
+    same key, bypasses it in ``post_compile``, and torch 2.13 does not store the new one: every
+    later start would re-trace."""
+    from npu_inductor.cache_key import versions_part
+
+    options = repr([(k, getattr(config, k)) for k in NpuConfig.keys()])
+    text = f"{options}\n{versions_part(_device_kind(config))}"
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 @contextlib.contextmanager
 def scope(config: NpuConfig, enabled: bool) -> Iterator[None]:
     """Compile one Dynamo graph with AOTAutograd's bundled cache on (when ``enabled``)."""
@@ -123,9 +137,11 @@ def scope(config: NpuConfig, enabled: bool) -> Iterator[None]:
         return
     saved = getattr(_STATE, "config", None)
     _STATE.config = config
+    tag = f"{torch.compiler.config.cache_key_tag}|npu_inductor {_key_tag(config)}"
     try:
         with torch._functorch.config.patch(bundled_autograd_cache=True,
-                                           force_non_lazy_backward_lowering=True):
+                                           force_non_lazy_backward_lowering=True), \
+                torch.compiler.config.patch(cache_key_tag=tag):
             yield
     finally:
         _STATE.config = saved

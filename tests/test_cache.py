@@ -148,6 +148,28 @@ def test_changed_option_dtype_or_code_misses(tmp_path):
     assert _compile_and_report(_double, x, cache_dir="off")[1] == ["off"]
 
 
+
+def test_other_options_get_their_own_aot_autograd_entry(tmp_path):
+    """AOTAutograd's key holds npu_inductor's options and versions (``cache_key_tag``), so a
+    graph compiled with other options than an existing entry's is stored beside it and hits
+    next time, instead of bypassing that entry on every start and never being stored."""
+    from torch._dynamo.utils import counters
+
+    x = torch.randn(3, 4)
+    d = str(tmp_path / "npu")
+    counters.clear()
+    _compile_and_report(_double, x, cache_dir=d)
+    _compile_and_report(_double, x, cache_dir=d, precision_mode="force_fp32")
+    _compile_and_report(_double, x, cache_dir=d, precision_mode="force_fp32")
+    aot = counters["aot_autograd"]
+    assert (aot["autograd_cache_miss"], aot["autograd_cache_hit"],
+            aot["autograd_cache_bypass"]) == (2, 1, 0)
+    before = torch.compiler.config.cache_key_tag
+    out, states = _compile_and_report(_double, x, cache_dir=d)  # the first entry still hits
+    assert states == ["hit"] and counters["aot_autograd"]["autograd_cache_hit"] == 2
+    assert torch.compiler.config.cache_key_tag == before  # restored after the compile
+    torch.testing.assert_close(out, x * 2 + 1)
+
 def _flip_bit(data: bytes) -> bytes:
     at = len(data) - 7
     return data[:at] + bytes([data[at] ^ 0x10]) + data[at + 1:]
