@@ -344,16 +344,26 @@ def rotary_position_embedding_grad(dy, cos, sin, x=None, mode=0, out=None):
 
 @kernel("SwiGluGrad", out=True)
 def swiglu_grad(y_grad, x, dim=-1, out=None):
-    """d(silu(a) * b) with (a, b) = x's halves, in eager autograd's ops and dtype: db = dy *
-    silu(a), da = silu_backward(dy * b, a) (``MulBackward0`` then ``SiluBackward0``), so the
-    result is bitwise eager's in every dtype (bf16/fp16: the product rounded as eager rounds
-    it, silu_backward computing in fp32 inside). Both halves are written in place into one
-    buffer (``out`` when given)."""
+    """d(silu(a) * b) with (a, b) = x's halves, both halves written in place into one buffer
+    (``out`` when given). fp32: from one sigmoid, with s = sigmoid(a), (dy * b * s * (1 + a *
+    (1 - s)), dy * a * s) -- silu_backward's formula without the second sigmoid. fp16/bf16:
+    eager autograd's ops in the tensor dtype, db = dy * silu(a), da = silu_backward(dy * b,
+    a) (``MulBackward0``, ``SiluBackward0``: the product rounded as eager rounds it,
+    silu_backward computing in fp32 inside), a third of the fp32 round trip's cost."""
+    if x.dtype != torch.float32:
+        a, b = x.chunk(2, dim=dim)
+        grad = torch.empty(x.shape, dtype=x.dtype) if out is None else out
+        da, db = grad.chunk(2, dim=dim)
+        torch.mul(y_grad, F.silu(a), out=db)
+        aten.silu_backward.grad_input(torch.mul(y_grad, b), a, grad_input=da)
+        return grad
     a, b = x.chunk(2, dim=dim)
-    grad = torch.empty(x.shape, dtype=x.dtype) if out is None else out
+    dyf = y_grad.float()
+    s = torch.sigmoid(a)
+    grad = torch.empty(x.shape, dtype=torch.float32) if out is None else out
     da, db = grad.chunk(2, dim=dim)
-    torch.mul(y_grad, F.silu(a), out=db)
-    aten.silu_backward.grad_input(torch.mul(y_grad, b), a, grad_input=da)
+    torch.mul(a, s, out=db).mul_(dyf)
+    torch.mul(dyf, b, out=da).mul_(torch.rsub(s, 1).mul_(a).add_(1).mul_(s))
     return grad
 
 
