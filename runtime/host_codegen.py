@@ -143,39 +143,13 @@ def _inline_call(st: Any, args: list[str], out: str | None = None) -> str | None
     return None
 
 
-def _flat_mm(st: Any, args: list[str], out: str, model_sigs: dict[int, tuple] | None
-             ) -> list[str] | None:
-    """A bias-free ``BatchMatMulV2`` of a static N-D (N >= 3) left operand, not adjointed,
-    and a 2-D right one, written into ``out``, as one ``torch.mm`` of the rows: ``x`` as
-    [M, K] (a view when contiguous, as ``matmul`` folds it), into ``out`` viewed as [M, N].
-    ``matmul`` calls the same ``mm`` on the same rows (bitwise equal) after views and checks
-    of its own. Lines that bind ``v<out>``, or None."""
-    if model_sigs is None or st.op.type != "BatchMatMulV2" or len(st.args) != 2 \
-            or getattr(st.fn, "__name__", "") != "batch_matmul_2d" or st.fn.__module__ != _MATH \
-            or st.attrs.get("adj_x1", False) or len(st.outs) != 1:
-        return None
-    x1, x2 = (model_sigs.get(a, (None, ()))[1] for a in st.args)
-    y = st.sigs[0][1]
-    if len(x1) < 3 or len(x2) != 2 or len(y) != len(x1) or min((*x1, *x2, *y)) < 0 \
-            or x1[-1] != x2[1 if st.attrs.get("adj_x2", False) else 0]:
-        return None
-    rows = 1
-    for d in x1[:-1]:
-        rows *= d
-    b = f"{args[1]}.mT" if st.attrs.get("adj_x2", False) else args[1]
-    v = f"v{st.outs[0]}"
-    return [f"{v} = {out}",
-            f"mm({args[0]}.reshape(({rows}, {x1[-1]})), {b}, out={v}.view(({rows}, {y[-1]})))"]
-
-
 # op type -> (its specialized kernel's name, the torch call, its transpose flags)
 _MATMULS = {"MatMulV2": ("matmul_2d", "mm", ("transpose_x1", "transpose_x2")),
             "BatchMatMulV2": ("batch_matmul_2d", "matmul", ("adj_x1", "adj_x2"))}
 
 
 def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict,
-                  sizes: set[int], model_sigs: dict[int, tuple] | None = None
-                  ) -> dict[str, Any]:
+                  sizes: set[int]) -> dict[str, Any]:
     st = b.step
     lists = CONST_INPUTS.get(st.op.type, ())
     args = [_arg_expr(a, consts, i in lists) for i, a in enumerate(st.args)]
@@ -213,11 +187,8 @@ def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict,
             out = f"empty(s{s}[1], dtype=s{s}[0])"
         call.append(f"out={out}")
         ctx["out_slot"] = s
-        flat = _flat_mm(st, args, out, model_sigs) if st.compute is None else None
-        expr = _inline_call(st, args, out) if st.compute is None and flat is None else None
-        if flat is not None:
-            ctx["pre"], ctx["expr"] = flat, ""
-        elif expr is not None:
+        expr = _inline_call(st, args, out) if st.compute is None else None
+        if expr is not None:
             ctx["expr"] = expr
     else:
         indexed = ctx["multi"] or b.detach
@@ -266,8 +237,7 @@ def _run_context(k: int, b: Bound, model: Any, sp: size_prelude.SizePlan | None,
         ctx = _step_context(k, b, model.consts, [], {}, set())
         ctx["raw"] = [f"i{b.step.outs[0]} = {_slot(x, model.consts)}.shape[{index}]"]
         return ctx
-    ctx = _step_context(k, b, model.consts, binds, sigs, sizes,
-                        getattr(model, "slot_sigs", None))
+    ctx = _step_context(k, b, model.consts, binds, sigs, sizes)
     if sp is not None and k in sp.attention:
         ctx["expr"] = ctx["expr"][:-1] + f", sizes=z{k})"
     elif sp is not None and k in sp.slices:  # (its result can only view x, not the sizes)

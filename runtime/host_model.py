@@ -172,7 +172,6 @@ class HostModel:
                                              f"{op.type!r} (op {op.name!r})")
                 raw.append((op, args))
         self.num_slots = len(slot_of)
-        self.slot_sigs = sig_of  # value slot -> (dtype, shape) its GE desc declares
         self.slot_of = slot_of  # GE edge "op:index" -> value slot (op-by-op debugging)
         self.data_slots = [data_slot[i] for i in range(len(data_slot))]
         for op, args in raw:

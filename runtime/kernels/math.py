@@ -31,20 +31,13 @@ def matmul(x1, x2, bias=None, offset_w=None, transpose_x1=False, transpose_x2=Fa
 
 def _specialize_batch_matmul(consts, attrs):
     """Flags fixed at load time; a 2-D right operand with a bias runs as one ``addmm`` over
-    the flattened rows (what eager's ``linear`` calls) instead of ``matmul`` then ``add_``,
-    without a bias (a contiguous left operand, ``out`` given) as one ``mm`` of the flattened
-    rows into ``out`` flattened: the GEMM ``matmul`` itself would call, without its views."""
+    the flattened rows (what eager's ``linear`` calls) instead of ``matmul`` then ``add_``."""
     adj1, adj2 = attrs.get("adj_x1", False), attrs.get("adj_x2", False)
 
     def batch_matmul_2d(x1, x2, bias=None, *_, out=None, **__):
         a = x1.mT if adj1 else x1
         b = x2.mT if adj2 else x2
         if bias is None:
-            if b.dim() == 2 and a.dim() >= 3 and out is not None and a.is_contiguous() \
-                    and out.is_contiguous():  # (what matmul does inside, less its views)
-                rows = math.prod(a.shape[:-1])
-                torch.mm(a.view(rows, a.shape[-1]), b, out=out.view(rows, b.shape[-1]))
-                return out
             return torch.matmul(a, b, out=out)
         if b.dim() == 2 and bias.dim() <= 1 and out is not None and a.dim() >= 2:
             rows = math.prod(a.shape[:-1])  # explicit: -1 is ambiguous for 0-size dims
