@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -70,11 +71,29 @@ def _band(sq, skv, pre_tokens, next_tokens):
     return (j <= i + next_tokens) & (j >= i - pre_tokens)
 
 
+# id(mask) -> (a weak reference to it, (its version, sq, skv, pre, next), plain causal?): a
+# graph's mask is a Const that lives as long as the loaded model and is read by every
+# attention op, every call (tensors compare elementwise, so the key is the id, the weak
+# reference proving it is still the same tensor)
+_CAUSAL: dict[int, tuple] = {}
+_CAUSAL_MAX = 256
+
+
 def _plain_causal(atten_mask, sq, skv, pre_tokens, next_tokens):
     """The band is top-left causal and the mask hides nothing inside it: torch's
-    ``is_causal`` fast path computes exactly this."""
-    return (next_tokens == 0 and pre_tokens >= sq and sq == skv and atten_mask.dim() == 2
-            and not atten_mask.tril().any())
+    ``is_causal`` fast path computes exactly this. The answer is cached per mask tensor and
+    its version counter (an in-place write to the mask asks again)."""
+    if not (next_tokens == 0 and pre_tokens >= sq and sq == skv and atten_mask.dim() == 2):
+        return False
+    key = (atten_mask._version, sq, skv, pre_tokens, next_tokens)
+    seen = _CAUSAL.get(id(atten_mask))
+    if seen is not None and seen[0]() is atten_mask and seen[1] == key:
+        return seen[2]
+    causal = not atten_mask.tril().any()
+    if len(_CAUSAL) >= _CAUSAL_MAX:
+        _CAUSAL.clear()
+    _CAUSAL[id(atten_mask)] = (weakref.ref(atten_mask), key, causal)
+    return causal
 
 
 def _attention(q, k, v, pse, atten_mask, scale, pre_tokens, next_tokens):
@@ -203,37 +222,106 @@ def _fas_mask(q, k, atten_mask, pre_tockens, next_tockens):
     return False, torch.zeros(keep.shape, dtype=q.dtype).masked_fill(~keep, float("-inf"))
 
 
-def _stat(t):
-    return t.unsqueeze(-1).expand(*t.shape, 8).contiguous()
+def _stat(t, dst=None):
+    """A softmax statistic [B, N, S] as GE's [B, N, S, 8] (the value repeated), written into
+    ``dst`` when given."""
+    wide = t.unsqueeze(-1).expand(*t.shape, 8)
+    return wide.contiguous() if dst is None else dst.copy_(wide)
 
 
-@kernel("FlashAttentionScore")
+def _ones_stat(like, dst=None):
+    """The softmax sum GE returns next to the max (ours is folded into the log-sum-exp:
+    ones), written into ``dst`` when given."""
+    if dst is None:
+        return torch.ones(*like.shape, 8, dtype=like.dtype)
+    return dst.fill_(1)
+
+
+@kernel("FlashAttentionScore", outs=True)
 def flash_attention_score(query, key, value, real_shift=None, drop_mask=None, padding_mask=None,
                           atten_mask=None, *unused, scale_value=1.0, keep_prob=1.0,
                           pre_tockens=2147483647, next_tockens=2147483647, head_num=1,
-                          input_layout="BNSD", inner_precise=1, sparse_mode=0):
+                          input_layout="BNSD", inner_precise=1, sparse_mode=0, out=None):
+    """(softmax_max, softmax_sum, softmax_out, attention_out). ``out``: a tensor per result
+    to write it into, or None: the statistics are written there directly, the attention
+    result copied (torch's CPU flash kernel has no ``out=``)."""
     if input_layout != "BNSD" or real_shift is not None or keep_prob != 1.0:
         raise ValueError("FlashAttentionScore host kernel: BNSD, no pse, no dropout only")
+    max_out, sum_out, _, att_out = out if out is not None else (None, None, None, None)
     causal, bias = _fas_mask(query, key, atten_mask, pre_tockens, next_tockens)
-    out, lse = aten._scaled_dot_product_flash_attention_for_cpu(
+    y, lse = aten._scaled_dot_product_flash_attention_for_cpu(
         query, key, value, 0.0, causal, attn_mask=bias, scale=scale_value)
-    return _stat(lse), _stat(torch.ones_like(lse)), query.new_empty([0]), out
+    return (_stat(lse, max_out), _ones_stat(lse, sum_out), query.new_empty([0]),
+            _put(y, att_out))
 
 
-@kernel("FlashAttentionScoreGrad")
+# Below this many keys a bf16/fp16 FlashAttentionScoreGrad runs the attention backward as a
+# few fp32 matmuls (``_attention_grad_math``) instead of torch's CPU flash backward, which
+# costs ~4x that at short sequences in low precision (2 x 4 x 32 x 32 bf16: ~890 us against
+# ~210 us; in fp32 the flash backward is the faster, ~90 us); the same bound as the fused
+# fp32 grad chain's (``attention_grad_chain``).
+FLASH_GRAD_MIN_KEYS = 256
+
+
+def _attention_grad_math(q, k, v, dy, causal, scale):
+    """(dq, dk, dv) of softmax(q k^T * scale [causal]) v in fp32, rounded once to q's dtype:
+    the probabilities recomputed, grouped key/value heads shared by G query heads (their
+    gradients summed over the group)."""
+    b, n, sq, d = q.shape
+    nk, skv = k.shape[1], k.shape[-2]
+    g = n // nk
+    qf, kf, vf, dyf = (t.float() for t in (q, k, v, dy))
+    if g > 1:
+        kf, vf = (t.unsqueeze(2).expand(b, nk, g, skv, t.shape[-1]).reshape(
+            b, n, skv, t.shape[-1]) for t in (kf, vf))
+    s = torch.matmul(qf, kf.mT).mul_(scale)
+    if causal:
+        s.masked_fill_(_upper(sq, skv), float("-inf"))
+    p = torch.softmax(s, -1)
+    dv = torch.matmul(p.mT, dyf)
+    dp = torch.matmul(dyf, vf.mT)
+    ds = dp.sub_((dp * p).sum(-1, keepdim=True)).mul_(p).mul_(scale)
+    dq = torch.matmul(ds, kf)
+    dk = torch.matmul(ds.mT, qf)
+    if g > 1:
+        dk, dv = (t.view(b, nk, g, skv, t.shape[-1]).sum(2) for t in (dk, dv))
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+
+_UPPER: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def _upper(sq, skv):
+    """The keys a top-left causal band hides (j > i), cached per size."""
+    m = _UPPER.get((sq, skv))
+    if m is None:
+        m = _UPPER[(sq, skv)] = torch.ones(sq, skv, dtype=torch.bool).triu(1)
+    return m
+
+
+@kernel("FlashAttentionScoreGrad", outs=True)
 def flash_attention_score_grad(query, key, value, dy, pse_shift=None, drop_mask=None,
                                padding_mask=None, atten_mask=None, softmax_max=None,
                                softmax_sum=None, softmax_in=None, attention_in=None, *unused,
                                scale_value=1.0, keep_prob=1.0, pre_tockens=65536,
                                next_tockens=65536, head_num=1, input_layout="BNSD",
-                               inner_precise=1, sparse_mode=0):
+                               inner_precise=1, sparse_mode=0, out=None):
+    """(dq, dk, dv, dpse). ``out``: a tensor per result to copy it into, or None."""
     if input_layout != "BNSD" or pse_shift is not None or keep_prob != 1.0:
         raise ValueError("FlashAttentionScoreGrad host kernel: BNSD, no pse, no dropout only")
     causal, bias = _fas_mask(query, key, atten_mask, pre_tockens, next_tockens)
-    lse = softmax_max[..., 0] + softmax_sum[..., 0].log()
-    dq, dk, dv = aten._scaled_dot_product_flash_attention_for_cpu_backward(
-        dy, query, key, value, attention_in, lse, 0.0, causal, attn_mask=bias, scale=scale_value)
-    return dq, dk, dv, query.new_empty([0])
+    if query.dtype != torch.float32 and key.shape[-2] < FLASH_GRAD_MIN_KEYS \
+            and (causal or bias is None):
+        dq, dk, dv = _attention_grad_math(query, key, value, dy, causal, scale_value)
+    else:
+        lse = softmax_max[..., 0] + softmax_sum[..., 0].log()
+        dq, dk, dv = aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            dy, query, key, value, attention_in, lse, 0.0, causal, attn_mask=bias,
+            scale=scale_value)
+    if out is None:
+        return dq, dk, dv, query.new_empty([0])
+    return (_put(dq, out[0]), _put(dk, out[1]), _put(dv, out[2]),
+            query.new_empty([0]) if out[3] is None else out[3])
 
 
 # ---- backward ops of the training fusions ---------------------------------------------------
@@ -305,19 +393,27 @@ def rotary_position_embedding_grad(dy, cos, sin, x=None, mode=0, out=None):
 
 @kernel("SwiGluGrad", out=True)
 def swiglu_grad(y_grad, x, dim=-1, out=None):
-    """Both halves written in place (fp32; fp16/bf16 computed in fp32, rounded once) from one
-    sigmoid: with s = sigmoid(a), d(silu(a) * b) = (dy * b * s * (1 + a * (1 - s)),
-    dy * a * s) -- silu_backward's formula, without computing the sigmoid twice. ``out``:
-    written there (directly in fp32)."""
-    a, b = (t.float() for t in x.chunk(2, dim=dim))
+    """d(silu(a) * b) with (a, b) = x's halves, both halves written in place into one buffer
+    (``out`` when given). fp32: from one sigmoid, with s = sigmoid(a), (dy * b * s * (1 + a *
+    (1 - s)), dy * a * s) -- silu_backward's formula without the second sigmoid. fp16/bf16:
+    eager autograd's ops in the tensor dtype, db = dy * silu(a), da = silu_backward(dy * b,
+    a) (``MulBackward0``, ``SiluBackward0``: the product rounded as eager rounds it,
+    silu_backward computing in fp32 inside), a third of the fp32 round trip's cost."""
+    if x.dtype != torch.float32:
+        a, b = x.chunk(2, dim=dim)
+        grad = torch.empty(x.shape, dtype=x.dtype) if out is None else out
+        da, db = grad.chunk(2, dim=dim)
+        torch.mul(y_grad, F.silu(a), out=db)
+        aten.silu_backward.grad_input(torch.mul(y_grad, b), a, grad_input=da)
+        return grad
+    a, b = x.chunk(2, dim=dim)
     dyf = y_grad.float()
     s = torch.sigmoid(a)
-    direct = out is not None and out.dtype == torch.float32
-    grad = out if direct else torch.empty(x.shape, dtype=torch.float32)
+    grad = torch.empty(x.shape, dtype=torch.float32) if out is None else out
     da, db = grad.chunk(2, dim=dim)
     torch.mul(a, s, out=db).mul_(dyf)
     torch.mul(dyf, b, out=da).mul_(torch.rsub(s, 1).mul_(a).add_(1).mul_(s))
-    return grad if direct else _put(grad.to(x.dtype), out)
+    return grad
 
 
 def _grouped_lists(xs, ws, bias, ends, split_item, transpose_weight, transpose_x, group_type):

@@ -51,3 +51,17 @@ def test_swiglu_grad_matches_float64_autograd(dtype):
     dx = KERNELS["SwiGluGrad"](dy.to(dtype), x.detach().to(dtype), dim=-1)
     assert dx.dtype == dtype and dx.shape == x.shape
     torch.testing.assert_close(dx.double(), x.grad, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_swiglu_grad_low_precision_is_eager_autograd(dtype):
+    """fp16/bf16 SwiGluGrad runs eager autograd's ops in the tensor dtype: bitwise eager's
+    gradient of silu(a) * b (with and without ``out=``)."""
+    x = (_rand(2, 5, 24, seed=4) * 2).to(dtype).requires_grad_()
+    dy = _rand(2, 5, 12, seed=5).to(dtype)
+    a, b = x.chunk(2, -1)
+    (torch.nn.functional.silu(a) * b).backward(dy)
+    assert torch.equal(KERNELS["SwiGluGrad"](dy, x.detach(), dim=-1), x.grad)
+    out = torch.full(x.shape, float("nan"), dtype=dtype)
+    assert KERNELS["SwiGluGrad"](dy, x.detach(), dim=-1, out=out) is out
+    assert torch.equal(out, x.grad)
