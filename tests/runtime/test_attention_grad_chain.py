@@ -111,7 +111,10 @@ def test_flash_path_matches_op_by_op(causal_backward, monkeypatch):
     plain, fused, _ = _both(model, inputs)
     assert calls
     for a, b in zip(fused, plain):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+        # fp32 rounding of a different summation order: absolute error relative to the
+        # gradient's scale (elements near 0 have no meaningful relative error; on an AMD EPYC
+        # they differ by up to 1.7e-6 where the largest element is 4.4-17)
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6 * b.abs().max().item())
 
 
 def test_fallback_runs_the_op_kernels(causal_backward, monkeypatch):
