@@ -132,6 +132,13 @@ class HostAcl:
         self.models.pop(model_id, None)
         return ACL_SUCCESS
 
+    def run_tensors(self, model_id: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The host executor's direct call (no pyACL counterpart): contiguous host tensors
+        of the model's dtypes and static shapes are its inputs as they are, as zero-copy
+        data buffers would bind them, and the results come back as the deferred output
+        buffers would hand them over."""
+        return self.models[model_id].execute(inputs)
+
     def _tensor_of(self, buf: DataBuffer, desc: Any) -> torch.Tensor:
         t = getattr(buf.ptr, "tensor", None)
         if t is not None:
