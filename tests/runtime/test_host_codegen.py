@@ -91,3 +91,28 @@ def test_dump_dir_holds_the_generated_executor(tmp_path):
     fn(torch.randn(3))
     dumped = list(tmp_path.rglob("host_model.py"))
     assert dumped and "def run(inputs, W, ws_ptr):" in dumped[0].read_text()
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_matmul_graph_output_is_the_fresh_mm_result(transpose, monkeypatch):
+    """A 2-D matmul that is a graph output (a backward's weight gradient) is ``mm(...)``'s
+    own result, no out= tensor allocated for it: bitwise what the interpreter's out= call
+    gives, a fresh contiguous tensor not sharing memory with inputs or other outputs."""
+    def fn(x, y):
+        a = (x.t() if transpose else x) @ y
+        return a, torch.relu(a) @ y.t()
+
+    x, y = torch.randn(4, 4), torch.randn(4, 6)
+    compiled = _compiled_graph(fn, x, y)
+    hm = _host_model(compiled)
+    src = hm.codegen_source
+    assert "= mm(" in src and "out=empty(" not in src, src
+    outs = {}
+    for flag in ("1", "0"):
+        monkeypatch.setenv(host_codegen.ENV_FLAG, flag)
+        outs[flag] = compiled([x, y])
+    assert all(torch.equal(a, b) for a, b in zip(outs["1"], outs["0"]))
+    torch.testing.assert_close(outs["1"][0], fn(x, y)[0], rtol=1e-6, atol=1e-6)
+    ptrs = {t.untyped_storage().data_ptr() for t in outs["1"]}
+    assert all(t.is_contiguous() for t in outs["1"]) and len(ptrs) == 2
+    assert not ptrs & {x.untyped_storage().data_ptr(), y.untyped_storage().data_ptr()}
