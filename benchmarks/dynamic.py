@@ -219,7 +219,8 @@ def padding_bound(model: nn.Module, requests: list, sizes: tuple[int, ...],
     """Eager's CPU time at the real lengths / at the bucket lengths (module docstring)."""
     padded = [(_padded(r[0], sizes),) for r in requests]
     passes_ = [_pair_pass(model, requests, padded, i) for i in range(passes)]
-    return statistics.median(real.cpu / pad.cpu for real, pad in passes_)
+    found = [r for r in (ratio(real.cpu, pad.cpu) for real, pad in passes_) if r is not None]
+    return statistics.median(found) if found else None
 
 
 def _pair_pass(model: nn.Module, requests: list, padded: list,
