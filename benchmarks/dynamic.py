@@ -13,7 +13,12 @@ Per variant (eager, exact static shapes: one compile per new length; symbolic sh
   median over passes of eager's time / the variant's, ``steady_ms`` its median pass per
   request;
 * ``compile_cpu``: the process's CPU time inside the compiles themselves (Dynamo's frame
-  compiles and npu_inductor's at call time, ``measure.compile_clock``).
+  compiles and npu_inductor's at call time, ``measure.compile_clock``);
+* ``padding_bound`` (bucket variants): eager over the stream at each request's length /
+  eager with each request zero-padded to its bucket (the buckets the variant used),
+  interleaved request by request, median over ``BOUND_PASSES`` passes: the steady ratio a
+  bucket policy would reach if graph mode ran each size at eager's speed with no per-call
+  cost, i.e. what the padding alone costs.
 
 Figures are CPU time of the process (``time.process_time``; with ``--threads 1`` a
 competing load barely changes it), the ``*_wall``/``total_time``/``compile_time`` fields
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import copy
 import random
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +60,7 @@ from npu_inductor.benchmarks.zoo import Llama
 
 MODEL = "llama_prefill"
 BATCH = 2
+BOUND_PASSES = 3
 
 
 def pow2_buckets(max_len: int, smallest: int = 8) -> list[int]:
@@ -183,8 +190,51 @@ def run_variant(v: Variant, model: nn.Module, requests: list, eager: list | None
     row.compiles, row.ge_graphs = count(), len(rec.graphs) if v.wrap else None
     if v.wrap is not None:
         row.compile_cpu, row.compile_time = clock.cpu, clock.wall
-    row.padding_overhead = _padding(v, row, requests, bucket_reports.REPORTS[first_report:])
+    reports = bucket_reports.REPORTS[first_report:]
+    row.padding_overhead = _padding(v, row, requests, reports)
+    sizes = _sequence_buckets(reports)
+    if sizes:
+        row.padding_bound = padding_bound(model, requests, sizes)
     return row, outs
+
+
+def _sequence_buckets(reports: list) -> tuple[int, ...] | None:
+    """The bucket sizes the variant used on the prompt length (``ids`` dim 1)."""
+    for report in reports:
+        for label, sizes in report.buckets.items():
+            if label.endswith("dim 1"):
+                return sizes
+    return None
+
+
+def _padded(ids: torch.Tensor, sizes: tuple[int, ...]) -> torch.Tensor:
+    """``ids`` zero-padded to its bucket (as it is above the largest bucket)."""
+    n = ids.shape[1]
+    bucket = next((b for b in sizes if b >= n), n)
+    return torch.cat([ids, ids.new_zeros(ids.shape[0], bucket - n)], 1)
+
+
+def padding_bound(model: nn.Module, requests: list, sizes: tuple[int, ...],
+                  passes: int = BOUND_PASSES) -> float | None:
+    """Eager's CPU time at the real lengths / at the bucket lengths (module docstring)."""
+    padded = [(_padded(r[0], sizes),) for r in requests]
+    passes_ = [_pair_pass(model, requests, padded, i) for i in range(passes)]
+    found = [r for r in (ratio(real.cpu, pad.cpu) for real, pad in passes_) if r is not None]
+    return statistics.median(found) if found else None
+
+
+def _pair_pass(model: nn.Module, requests: list, padded: list,
+               index: int) -> tuple[Times, Times]:
+    """Eager on each request and on its padded copy, interleaved (which runs first
+    alternates); returns (real lengths' time, padded lengths' time)."""
+    real, pad = Times(), Times()
+    with torch.no_grad():
+        for i, (r, p) in enumerate(zip(requests, padded)):
+            calls = ((r, real), (p, pad))
+            for args, into in calls if (i + index) % 2 == 0 else calls[::-1]:
+                with timed(into):
+                    model(*args)
+    return real, pad
 
 
 def _padding(v: Variant, row: Row, requests: list, reports: list) -> float | None:
@@ -236,7 +286,8 @@ COLUMNS = (("backend", "variant", "{}"), ("compiles", "compiles", "{}"),
            ("total_cpu", "cold cpu s", "{:.2f}"), ("compile_cpu", "compile cpu s", "{:.2f}"),
            ("steady_ms", "steady cpu ms/req", "{:.2f}"),
            ("steady_speedup", "steady vs eager (cpu)", "{:.2f}x"),
-           ("padding_overhead", "padding", "{:.1%}"), ("accuracy", "accuracy", "{}"),
+           ("padding_overhead", "padding", "{:.1%}"),
+           ("padding_bound", "padding bound (cpu)", "{:.2f}x"), ("accuracy", "accuracy", "{}"),
            ("total_time", "cold wall s", "{:.2f}"), ("compile_time", "compile wall s", "{:.2f}"),
            ("steady_speedup_wall", "steady vs eager (wall)", "{:.2f}x"),
            ("warm_passes", "warm passes", "{}"))

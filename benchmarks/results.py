@@ -62,6 +62,9 @@ class Row:
     total_time: float | None = None  # s wall, dynamic stream: first pass incl. compiles
     compiles: int | None = None  # dynamic stream: GE graph compiles
     padding_overhead: float | None = None  # dynamic stream: padded / real elements - 1
+    # dynamic stream, bucket variants: eager's CPU time at each request's length / at its
+    # bucket's length (the steady ratio a policy reaches at eager's speed per size)
+    padding_bound: float | None = None
     steady_speedup: float | None = None  # dynamic stream, after compiles: eager / this (CPU)
     compile_time: float | None = None  # s wall, dynamic stream: inside the compiles
     # dynamic stream, CPU time (time.process_time; reproduces under load with --threads 1)

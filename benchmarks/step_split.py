@@ -17,7 +17,12 @@ crosses:
   that dispatches them; runtime/host_model.py).
 
 ``--prefill 17,256``: instead, the dynamic-shape stream's call (``npu-bench --mode dynamic``:
-``llama_prefill`` under ``dynamic=True``, batch 2) at each of these prompt lengths.
+``llama_prefill`` under ``dynamic=True``, batch 2) at each of these prompt lengths;
+``--buckets pow2`` (or ``auto``, or sizes ``8,16,...``): that stream's bucketed variant, whose
+call adds a row:
+
+* ``bucket wrapper``: ``BucketedGraph`` around the static graph's call (bucket choice,
+  padding the inputs, narrowing and compacting the outputs; ``buckets.py``).
 
 ``eager`` is the same step uncompiled, timed interleaved with the compiled one. CPU time
 (``time.process_time``), median over ``passes`` passes of ``calls`` calls, in ms per call.
@@ -34,8 +39,10 @@ from typing import Any
 
 import torch
 
-from npu_inductor import compile_fx
+from npu_inductor import buckets, compile_fx
+from npu_inductor.benchmarks.dynamic import pow2_buckets
 from npu_inductor.benchmarks.zoo import Llama, LlamaDecode
+from npu_inductor.buckets import AUTO_PROFILE_CALLS
 from npu_inductor.runtime import host_model
 
 
@@ -84,33 +91,44 @@ def decode_split(model: Llama, past: int = 30, dynamic: bool = True, passes: int
                       passes, calls)
 
 
-def prefill_split(model: Llama, length: int, passes: int = 7,
-                  calls: int = 20) -> dict[str, float]:
+def prefill_split(model: Llama, length: int, passes: int = 7, calls: int = 20,
+                  buckets: list[int] | str | None = None) -> dict[str, float]:
     """The same for one request of the dynamic-shape stream (``benchmarks/dynamic.py``:
-    ``dynamic=True``, batch 2) of ``length`` tokens, after a call at another length."""
+    ``dynamic=True``, batch 2) of ``length`` tokens, after a call at another length;
+    ``buckets``: that stream's bucketed variant (``"auto"``: after its profiling calls)."""
     gen = torch.Generator().manual_seed(length)
     ids = torch.randint(0, 1000, (2, length), generator=gen)
+    options = {} if buckets is None else {
+        "shape_buckets": "auto" if buckets == "auto" else {"ids": {1: buckets}}}
     torch._dynamo.reset()
     with torch.no_grad(), compile_fx.recording(compile_fx.COMPILE_HOOKS) as graphs:
-        step = torch.compile(model, backend="npu", dynamic=True)
-        step(torch.randint(0, 1000, (2, length + 1), generator=gen))
+        step = torch.compile(model, backend="npu", dynamic=True, options=options)
+        warm = AUTO_PROFILE_CALLS if buckets == "auto" else 1
+        for n in range(warm):  # sizes around length, so auto's buckets are near it
+            step(torch.randint(0, 1000, (2, max(2, length + 1 - n % 3)), generator=gen))
         step(ids)
-        return _split(step, lambda: model(ids), (ids,), graphs[-1], passes, calls)
+        return _split(step, lambda: model(ids), (ids,), graphs[-1], passes, calls,
+                      bucketed=buckets is not None)
 
 
 def _split(step: Callable[..., Any], eager_call: Callable[[], Any], args: tuple,
-           graph: Any, passes: int, calls: int) -> dict[str, float]:
+           graph: Any, passes: int, calls: int, bucketed: bool = False) -> dict[str, float]:
     executor = graph.executor
     rows: dict[str, list[float]] = {}
     for _ in range(passes):
         with _timers([(compile_fx.CompiledGraph, "__call__"), (executor, "run"),
-                      (host_model.HostModel, "execute")]) as inner:
+                      (host_model.HostModel, "execute"),
+                      (buckets.BucketedGraph, "__call__")]) as inner:
             full = _clock(lambda: step(*args), calls)
         eager = _clock(eager_call, calls)
-        for name, value in (("call", full), ("dynamo + aot", full - inner[0]),
-                            ("compile_fx glue", inner[0] - inner[1]),
-                            ("executor glue", inner[1] - inner[2]),
-                            ("host model", inner[2]), ("eager", eager)):
+        outer = inner[3] if bucketed else inner[0]  # the graph's boxed call
+        split = [("call", full), ("dynamo + aot", full - outer)]
+        if bucketed:
+            split.append(("bucket wrapper", inner[3] - inner[0]))
+        split += [("compile_fx glue", inner[0] - inner[1]),
+                  ("executor glue", inner[1] - inner[2]),
+                  ("host model", inner[2]), ("eager", eager)]
+        for name, value in split:
             rows.setdefault(name, []).append(value)
     rows["dynamo + aot, graph stubbed"] = _stubbed(step, args, passes, calls)
     split = {name: _median_ms(values, calls) for name, values in rows.items()}
@@ -152,11 +170,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--static", action="store_true", help="dynamic=False (one cache length)")
     p.add_argument("--prefill", default=None, metavar="LENGTHS",
                    help="split the dynamic stream's prefill at these prompt lengths (17,256)")
+    p.add_argument("--buckets", default=None, metavar="SIZES",
+                   help="with --prefill: the bucketed variant (pow2, auto or sizes 8,16,...)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     torch.manual_seed(0)
     if args.prefill:
-        _print_prefill([int(n) for n in args.prefill.split(",")])
+        _print_prefill([int(n) for n in args.prefill.split(",")], _bucket_sizes(args.buckets))
         return
     model = Llama(vocab=1000, hidden=128, heads=4, kv_heads=2, layers=2, ffn=256,
                   max_pos=71).eval()  # serve.py's decoder for --max-len 64 --max-new 6
@@ -164,11 +184,19 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name:32s} {ms:8.3f}" + ("" if name == "ge ops" else " ms"))
 
 
-def _print_prefill(lengths: list[int]) -> None:
+def _bucket_sizes(spec: str | None) -> list[int] | str | None:
+    if spec in (None, "auto"):
+        return spec
+    if spec == "pow2":
+        return pow2_buckets(512)
+    return [int(n) for n in spec.split(",")]
+
+
+def _print_prefill(lengths: list[int], bucket_sizes: list[int] | str | None = None) -> None:
     """One column per prompt length (the dynamic stream's model, ``benchmarks/dynamic.py``)."""
     model = Llama(vocab=1000, hidden=128, heads=4, kv_heads=2, layers=2, ffn=256,
                   max_pos=512).eval()
-    splits = [prefill_split(model, n) for n in lengths]
+    splits = [prefill_split(model, n, buckets=bucket_sizes) for n in lengths]
     print(f"{'prefill length':32s} " + " ".join(f"{n:>8d}" for n in lengths))
     for name in splits[0]:
         unit = "" if name in ("ge ops", "host steps") else " ms"

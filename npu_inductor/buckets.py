@@ -366,6 +366,8 @@ class BucketReport:
     notes: list[str] = field(default_factory=list)  # what explain says besides the reasons
     atc_input_shape: str = ""  # ATC --input_shape / --dynamic_dims for the acl device
     atc_dynamic_dims: str = ""
+    # per dim label, the bucket sizes in effect: configured ones, auto's once chosen
+    buckets: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def padding_overhead(self) -> float:
@@ -402,6 +404,7 @@ class BucketedGraph:
         self.auto = {d.symbol: AutoBuckets(config.max_buckets, functools.partial(
             graph_cost, aten_gm, d.symbol)) for d in dims if d.sizes == AUTO}
         self.report = new_report(dims)
+        self.report.buckets = {d.label: d.sizes for d in dims if d.sizes != AUTO}
         self.report.safety = self._safety()
         self.report.atc_input_shape, self.report.atc_dynamic_dims = self._atc_gears()
         self.combos = self._gear_combos()
@@ -531,6 +534,8 @@ class BucketedGraph:
             sizes = policy.sizes
             if sizes is None:
                 return None  # still profiling: eager
+            if d.label not in self.report.buckets:
+                self.report.buckets[d.label] = sizes
         i = bisect.bisect_left(sizes, n)
         if i == len(sizes):
             if d.sizes == AUTO:

@@ -36,6 +36,7 @@ def test_llama_prefill_sequence_buckets_every_size():
     report = _last_report()
     assert report.safety.safe, report.safety
     assert report.compiles == len(graphs) <= len(sizes)
+    assert list(report.buckets.values()) == [tuple(sizes)]
 
 
 def test_bert_batch_buckets_every_size():
@@ -128,6 +129,9 @@ def test_auto_buckets_on_a_uniform_stream():
           f"{report.padding_overhead:.1%}, eager calls {report.eager_calls}")
     assert len(graphs) == report.compiles <= 8
     assert report.padding_overhead <= 0.15
+    # the chosen sizes are reported; every compile was one of them
+    (label, sizes), = report.buckets.items()
+    assert label.endswith("dim 0") and 1 <= len(sizes) <= 8 and sizes == tuple(sorted(sizes))
 
 
 def test_optimal_buckets_minimises_padding():

@@ -141,22 +141,28 @@ def test_size_expressions_with_powers_lower_to_scalar_ops():
 
 def test_bf16_llama_training_fused_attention_is_dynamic():
     """fp16/bf16 training fuses attention into FlashAttentionScore(+Grad); the fused graphs
-    stay dynamic too (bf16: eager's own tolerance)."""
+    stay dynamic too. Outputs: eager's own bf16 tolerance; gradients: against a float64
+    reference of the same weights, graph mode's error at most twice eager's (plus 1e-3 of the
+    gradient's scale): the host's bf16 attention backward rounds differently from eager's."""
     model, _ = make("llama")
     model = model.to(torch.bfloat16).train()
     twin = copy.deepcopy(model)
+    ref = copy.deepcopy(model).double()
     compiled = torch.compile(twin, backend="npu", dynamic=True)
     with record_reports() as reports, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for n in SIZES[:2]:
             ids = _inputs("llama", n)[0]
-            model.zero_grad(), twin.zero_grad()
+            model.zero_grad(), twin.zero_grad(), ref.zero_grad()
             actual, expected = compiled(ids), model(ids)
             torch.testing.assert_close(actual, expected)
             actual.float().sum().backward()
             expected.float().sum().backward()
-            for p, q in zip(model.parameters(), twin.parameters()):
-                torch.testing.assert_close(q.grad, p.grad)
+            ref(ids).sum().backward()
+            for p, q, r in zip(model.parameters(), twin.parameters(), ref.parameters()):
+                err_graph = (q.grad.double() - r.grad).abs().max().item()
+                err_eager = (p.grad.double() - r.grad).abs().max().item()
+                assert err_graph <= 2 * err_eager + 1e-3 * r.grad.abs().max().item()
     assert sorted(r.kind for r in reports) == ["backward", "forward"]
     assert [f.target for r in reports for f in r.fallbacks] == []
     assert not [w for w in caught if "Raw SymInt" in str(w.message)]

@@ -43,3 +43,23 @@ def test_decode_split_times_every_layer_and_restores_them() -> None:
     assert 0 < split["host steps"] <= split["ge ops"]
     assert all(split[name] >= 0 for name in layers), split
     assert compile_fx.CompiledGraph.__call__ is before
+
+
+@pytest.mark.slow  # one small bucket compile
+def test_prefill_split_of_a_bucketed_call_times_the_bucket_wrapper() -> None:
+    from npu_inductor import buckets
+    from npu_inductor.benchmarks.step_split import prefill_split
+
+    before = buckets.BucketedGraph.__call__
+    torch.manual_seed(0)
+    model = Llama(vocab=1000, hidden=16, heads=4, kv_heads=2, layers=1, ffn=16,
+                  max_pos=16).eval()
+    split = prefill_split(model, 5, passes=1, calls=3, buckets=[8, 16])
+    layers = ("dynamo + aot", "bucket wrapper", "compile_fx glue", "executor glue",
+              "host model")
+    assert set(layers) <= set(split)
+    # the call pads 5 to 8: the wrapper's padding and narrowing were timed, the graph ran
+    assert split["bucket wrapper"] > 0 and split["host model"] > 0
+    assert all(split[name] >= 0 for name in layers), split
+    assert buckets.REPORTS[-1].padded_elements > buckets.REPORTS[-1].real_elements
+    assert buckets.BucketedGraph.__call__ is before

@@ -179,3 +179,24 @@ def test_cache_folders_fresh_per_run_or_kept_with_cache_dir(tmp_path) -> None:
         os.makedirs(kept[0])
     assert os.path.isdir(kept[0])  # kept
     assert [os.environ.get(n) for n in names] == before  # environment restored
+
+
+def test_padding_bound_pads_each_request_to_the_buckets_it_used() -> None:
+    from npu_inductor.buckets import BucketReport
+
+    ids = torch.arange(10).reshape(2, 5)
+    padded = dynamic._padded(ids, (4, 8, 16))
+    assert padded.shape == (2, 8) and padded[:, :5].equal(ids) and not padded[:, 5:].any()
+    assert dynamic._padded(ids, (2, 4)).equal(ids)  # above the largest bucket: as it is
+    seq = BucketReport(["L['ids'] dim 0", "L['ids'] dim 1"],
+                       buckets={"L['ids'] dim 0": (2,), "L['ids'] dim 1": (8, 64)})
+    assert dynamic._sequence_buckets([BucketReport([]), seq]) == (8, 64)
+    assert dynamic._sequence_buckets([BucketReport(["L['ids'] dim 0"])]) is None
+    calls = []
+    model = lambda ids: calls.append(ids.shape[1])  # noqa: E731
+    requests = [(ids,), (ids[:, :3],)]
+    bound = dynamic.padding_bound(model, requests, (4, 8), passes=2)
+    assert bound is not None and bound > 0
+    # every request ran at its own length and at its bucket's, in both orders
+    assert sorted(calls) == sorted([5, 8, 3, 4] * 2)
+    assert calls[:4] == [5, 8, 4, 3]
