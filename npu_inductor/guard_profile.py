@@ -33,13 +33,10 @@ def install() -> bool:
     global _ORIGINAL
     from torch._dynamo import guards
 
-    current = getattr(guards, "profile_guard_manager", None)
-    if current is None:
-        return False
-    if current is not _profile_guard_manager:
-        _ORIGINAL = current
-        guards.profile_guard_manager = _profile_guard_manager
-    return True
+    from npu_inductor.torch_patch import wrap_once
+
+    _ORIGINAL = wrap_once(guards, "profile_guard_manager", _profile_guard_manager, _ORIGINAL)
+    return _ORIGINAL is not None
 
 
 def mark_frame() -> None:

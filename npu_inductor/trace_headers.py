@@ -35,13 +35,11 @@ def install() -> bool:
     global _ORIGINAL
     from torch._dynamo.symbolic_convert import InstructionTranslatorBase
 
-    current = getattr(InstructionTranslatorBase, "get_line_of_code_header", None)
-    if current is None:
-        return False
-    if current is not _get_line_of_code_header:
-        _ORIGINAL = current
-        InstructionTranslatorBase.get_line_of_code_header = _get_line_of_code_header
-    return True
+    from npu_inductor.torch_patch import wrap_once
+
+    _ORIGINAL = wrap_once(InstructionTranslatorBase, "get_line_of_code_header",
+                          _get_line_of_code_header, _ORIGINAL)
+    return _ORIGINAL is not None
 
 
 def headers_logged() -> bool:
