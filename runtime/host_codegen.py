@@ -180,20 +180,21 @@ def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict,
                                      else (dest[0], s, f"r[{i}]"))
     elif b.use_out:
         s = st.outs[0]
-        if b.dests[0][0] == "ws":
-            out = f"W[{s}]"
-        elif st.op.type == "MatMulV2" and st.compute is None and _inline_call(st, args):
+        ctx["out_slot"] = s
+        fresh = (_inline_call(st, args) if b.dests[0][0] != "ws" and st.op.type == "MatMulV2"
+                 and st.compute is None else None)
+        if fresh is not None:
             # a 2-D matmul's result (torch.mm, or matmul folding a 3-D x to mm) is fresh
             # contiguous memory of the graph's dtype and shape: handed over as it is,
             # without allocating an out= tensor first (a backward's weight gradients)
-            ctx["out_slot"], ctx["expr"] = s, _inline_call(st, args)
-            out = None
+            ctx["expr"] = fresh
         else:
-            sigs[s] = st.sigs[0]
-            out = f"empty(s{s}[1], dtype=s{s}[0])"
-        if out is not None:
+            if b.dests[0][0] == "ws":
+                out = f"W[{s}]"
+            else:
+                sigs[s] = st.sigs[0]
+                out = f"empty(s{s}[1], dtype=s{s}[0])"
             call.append(f"out={out}")
-            ctx["out_slot"] = s
             expr = _inline_call(st, args, out) if st.compute is None else None
             if expr is not None:
                 ctx["expr"] = expr
