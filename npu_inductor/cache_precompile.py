@@ -137,12 +137,16 @@ def _aot_compile(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str
                  options: dict[str, Any], dynamic: bool | None) -> Any:
     """torch's ``aot_compile``, with FX graph modules recompiled lazily as Dynamo's own
     frame compile does (``aot_compile_fullgraph`` does not: each of the passes' ~24
-    ``gm.recompile()`` then generates code, +2 s on a bert compile)."""
+    ``gm.recompile()`` then generates code, +2 s on a bert compile), and without torch's
+    guard-latency timing (a cache flush, ~25 ms: guard_profile.py)."""
     from torch.fx._lazy_graph_module import _use_lazy_graph_module
+
+    from npu_inductor import guard_profile
 
     compiled = torch.compile(fn, backend="npu", fullgraph=True, options=options,
                              dynamic=dynamic)
-    with _use_lazy_graph_module(torch._dynamo.config.use_lazy_graph_module):
+    with (_use_lazy_graph_module(torch._dynamo.config.use_lazy_graph_module),
+          guard_profile.skipped()):  # no guard-latency timing (guard_profile.py)
         return compiled.aot_compile((args, kwargs))
 
 

@@ -15,12 +15,19 @@ Dynamo ``CompileContext`` in ``mark_frame``) unless Dynamo's guards log is at DE
 (``TORCH_LOGS=guards``: the figure is wanted). Every other frame, and every other backend
 in the process, calls torch's function as before. The guards themselves and Dynamo's
 check that they pass are untouched: only the timing is skipped.
+
+``npu_inductor.precompile`` builds its guards in torch's ``aot_compile``, after the
+capture's ``CompileContext`` has closed, so ``mark_frame`` cannot name that frame; the
+cold precompile runs inside ``skipped()`` instead, which skips the timing of every guard
+set built in it (one frame: ``aot_compile`` is fullgraph).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 _STATE = threading.local()  # the CompileContext of the frame npu_inductor compiles
@@ -46,12 +53,24 @@ def mark_frame() -> None:
     _STATE.context = CompileContext.try_get()  # this frame's own (ids repeat after reset)
 
 
+@contextlib.contextmanager
+def skipped() -> Iterator[None]:
+    """No guard-latency timing for guards built inside (this thread; see the note)."""
+    install()
+    previous, _STATE.skip = getattr(_STATE, "skip", False), True
+    try:
+        yield
+    finally:
+        _STATE.skip = previous
+
+
 def _profile_guard_manager(root: Any, scope: Any, n_iters: int) -> float:
     from torch._dynamo.guards import guards_log
     from torch._guards import CompileContext
 
     ours, _STATE.context = getattr(_STATE, "context", None), None
-    if (ours is not None and ours is CompileContext.try_get()
+    if ((getattr(_STATE, "skip", False) or
+         (ours is not None and ours is CompileContext.try_get()))
             and not guards_log.isEnabledFor(logging.DEBUG)):
         return 0.0
     return _ORIGINAL(root, scope, n_iters)

@@ -58,3 +58,22 @@ def test_other_backends_and_debug_guards_log_still_profile(profiled):
     finally:
         guards_log.setLevel(level)
     assert profiled == [1, 1]
+
+
+def test_precompile_cold_path_skips_profiling_and_still_guards(profiled, tmp_path,
+                                                               monkeypatch):
+    """``precompile`` builds its guards in torch's ``aot_compile`` (no frame to mark)."""
+    import npu_inductor
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "torch"))
+    m, x = _model(), torch.randn(2, 8)
+    with torch.no_grad():
+        compiled = npu_inductor.precompile(m, (x,), options={"cache_dir": str(tmp_path)})
+        torch.testing.assert_close(compiled(x), m(x), rtol=1e-5, atol=1e-6)
+        assert compiled.source == "miss"
+        assert compiled._compiled.guard_check(m, x)  # the guards were built and pass
+        assert not compiled._compiled.guard_check(m, torch.randn(2, 8, 1))
+    assert profiled == []
+    torch._dynamo.reset()
+    torch.compile(m, backend="aot_eager")(x)  # the skip ended with the precompile
+    assert profiled == [1]
