@@ -306,21 +306,24 @@ class AttentionChainKernel:
                                 (q, k, v, shape1, shape2, masks, limits, extras))
 
     def fast(self, q, k, v, shape1, shape2, masks, limits=(), q_shape=None, q_scale=1.0,
-             out_shape=None) -> Any:
+             out_shape=None, k_shape=None, v_shape=None) -> Any:
         """One flash-attention call, or None when a run-time check fails. ``q_shape``:
         ``q`` is to be read as reshaped to it, ``q_scale`` times (``attention_edges.py``);
-        ``out_shape``: the result reshaped to it."""
+        ``out_shape``: the result reshaped to it; ``k_shape``/``v_shape``: ``k``/``v`` read
+        as reshaped to them, which keeps their last two dims."""
         if not self.k_adj:  # BatchMatMulV2(q, k, adj_x2) takes k as [S, D], else k^T
             k = k.mT
         if self.v_adj:
             v = v.mT
         qs = tuple(q.shape) if q_shape is None else tuple(q_shape)
-        if not _same_batch(q, qs, k, v) or any(m.dtype != q.dtype for m in masks):
+        ks = tuple(k.shape) if k_shape is None else (*k_shape[:-2], *k.shape[-2:])
+        vs = tuple(v.shape) if v_shape is None else (*v_shape[:-2], *v.shape[-2:])
+        if not _same_batch(q, qs, k, v, ks, vs) or any(m.dtype != q.dtype for m in masks):
             return None
         *b, mq, d = qs
-        s, dv = k.shape[-2], v.shape[-1]
+        s, dv = ks[-2], vs[-1]
         scores = (*b, mq, s)
-        if k.shape[-1] != d or v.shape[-2] != s or 0 in (mq, s, d) or (
+        if ks[-1] != d or vs[-2] != s or 0 in (mq, s, d) or (
                 shape2 is not None and _sizes(shape2) != list(scores)):
             return None
         view = scores if shape1 is None else tuple(_sizes(shape1))
@@ -342,12 +345,19 @@ class AttentionChainKernel:
         # [batch, heads] of flash: the key heads (b[-1]) stay a dim of their own, so that
         # strided k and v (a Transpose of a projection) need no copy; q's G heads per
         # key head become kernel heads (its grouped-query attention)
-        nb, nh = (math.prod(b[:-1]), b[-1]) if len(b) > 1 else (bk, 1)
+        if len(b) > 1:
+            nb, nh = math.prod(b[:-1]), b[-1]
+        elif g == 1 and len(view) >= 4:  # [batch * heads] matmuls, [batch, heads] Adds:
+            nb, nh = math.prod(view[:-3]), view[-3]  # a mask broadcast over heads stays a view
+        else:
+            nb, nh = bk, 1
         # the CPU flash kernel misreads operands whose last dim is strided (k^T.mT)
         q4, k4, v4 = (_unit_last(x.reshape(nb, nh * n, rows, x.shape[-1]))
                       for x, n, rows in ((q, g, lq), (k, 1, s), (v, 1, s)))
-        if isinstance(mask, torch.Tensor):
-            mask = _unit_last(mask.reshape(nb, nh * g, lq, s) if mask.dim() == 4 else mask)
+        if isinstance(mask, torch.Tensor) and mask.dim() > 2:
+            # a view where the broadcast dims allow it (the CPU kernel reads a mask through
+            # its strides, 0 included), else a copy
+            mask = _unit_last(mask.reshape(nb, nh * g, lq, s))
         if mask is CAUSAL or mask is None:
             out, lse = _FLASH(q4, k4, v4, 0.0, mask is CAUSAL, scale=self.scale * q_scale)
         else:
@@ -405,16 +415,20 @@ def run_chain(slots: tuple, chain: Any, values: tuple) -> dict[int, Any]:
     return vals
 
 
-def _same_batch(q: torch.Tensor, qs: tuple, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """``qs``: the shape ``q`` is read as."""
-    return (len(qs) >= 3 and len(qs) == k.dim() == v.dim() and q.dtype == torch.float32
-            and k.dtype == v.dtype == q.dtype and qs[:-2] == k.shape[:-2] == v.shape[:-2])
+def _same_batch(q: torch.Tensor, qs: tuple, k: torch.Tensor, v: torch.Tensor,
+                ks: tuple | None = None, vs: tuple | None = None) -> bool:
+    """``qs``, ``ks``, ``vs``: the shapes ``q``, ``k``, ``v`` are read as."""
+    ks = tuple(k.shape) if ks is None else ks
+    vs = tuple(v.shape) if vs is None else vs
+    return (len(qs) >= 3 and len(qs) == len(ks) == len(vs) and q.dtype == torch.float32
+            and k.dtype == v.dtype == q.dtype and qs[:-2] == ks[:-2] == vs[:-2])
 
 
 def _combined(masks: list, view: tuple, bk: int, g: int) -> Any:
     """The masks' sum for flash's ``[bk, g, Lq, S]`` scores, from masks that broadcast into
     the scores as the Adds see them (``view``): 2-D when it broadcasts over all leading
-    dims; ``CAUSAL`` for the causal band, None without masks, False when a check fails."""
+    dims, else expanded to ``view`` (a view); ``CAUSAL`` for the causal band, None without
+    masks, False when a check fails."""
     if not masks:
         return None
     lq, s = view[-2], view[-1]
@@ -425,15 +439,19 @@ def _combined(masks: list, view: tuple, bk: int, g: int) -> Any:
     total = masks[0]
     for m in masks[1:]:
         total = total + m
-    if all(n == 1 for n in total.shape[:-2]):
-        total = total.reshape(total.shape[-2:]).expand(lq, s)
-        if _is_causal(total):
+    # A row of the broadcast scores is a row of ``total`` (or one value repeated when
+    # ``total`` broadcasts over the keys), so the checks run on ``total`` as it is: its
+    # max over the keys is -inf for a fully masked row (op by op: NaN there; flash: 0),
+    # NaN when the row holds a NaN, +inf for an infinite bonus (flash's online softmax
+    # would differ): any of them takes the op-by-op path.
+    flat = all(n == 1 for n in total.shape[:-2])
+    if flat:
+        full = total.reshape(total.shape[-2:]).expand(lq, s)
+        if _is_causal(full):
             return CAUSAL
-    else:
-        total = total.expand(view).reshape(bk, g, lq, s)
-    if bool(total.isneginf().all(-1).any()) or bool(total.isnan().any()):
-        return False  # a fully masked row: op by op gives NaN there
-    return total
+    if not bool(torch.isfinite(total.amax(-1)).all()):
+        return False
+    return full if flat else total.expand(view)  # stride 0 where it broadcasts: no copy
 
 
 class _Causal:

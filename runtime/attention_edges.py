@@ -79,16 +79,19 @@ def fuse_attention_edges(steps: list, graph_outputs: set[int], consts: dict) -> 
         if type(st.fn) is not AttentionChainKernel or st.fn.lse_keep is not None \
                 or len(st.outs) != 1:
             continue
-        q, mul, reshape_q = _query_edges(steps, i, producer, users, graph_outputs, consts)
+        q, mul, reshape_q, copy_q = _query_edges(steps, i, producer, users, graph_outputs,
+                                                 consts)
+        kv = [_operand_edges(steps, i, j, producer, users, graph_outputs) for j in (1, 2)]
         out = _only_reader(steps, st.outs[0], users, graph_outputs)
         if out is not None and not _is_reshape(steps[out]):
             out = None
-        if mul is None and reshape_q is None and out is None:
+        edges = [j for j in (copy_q, reshape_q, mul, out) if j is not None]
+        edges += [j for _, _, folded in kv for j in folded]
+        if not edges:
             continue
-        edges = [j for j in (reshape_q, mul, out) if j is not None]
         gone.update(j for j in edges if j != out)
         fused[out if out is not None else i] = _edge_step(steps, st, q, mul, reshape_q, out,
-                                                          consts)
+                                                          consts, copy_q, kv)
         if out is not None:
             gone.add(i)
     if not fused:
@@ -98,8 +101,9 @@ def fuse_attention_edges(steps: list, graph_outputs: set[int], consts: dict) -> 
 
 
 def _query_edges(steps: list, i: int, producer: dict, users: dict, graph_outputs: set[int],
-                 consts: dict) -> tuple[int, int | None, int | None]:
-    """(the query slot the fused step reads, the scale Mul's index, the Reshape's index)."""
+                 consts: dict) -> tuple[int, int | None, int | None, int | None]:
+    """(the query slot the fused step reads, the scale Mul's index, the Reshape's index,
+    the dense copy's (``Identity``) index)."""
     q = steps[i].args[0]
     mul = _producer_for(steps, q, i, producer, users, graph_outputs)
     if mul is not None and len(steps[mul].outs) == 1 \
@@ -110,8 +114,38 @@ def _query_edges(steps: list, i: int, producer: dict, users: dict, graph_outputs
     reader = mul if mul is not None else i
     r = _producer_for(steps, q, reader, producer, users, graph_outputs)
     if r is not None and _is_reshape(steps[r]):
-        return steps[r].args[0], mul, r
-    return q, mul, None
+        q, copy = _dense_copy(steps, steps[r].args[0], r, producer, users, graph_outputs)
+        return q, mul, r, copy
+    q, copy = _dense_copy(steps, q, reader, producer, users, graph_outputs)
+    return q, mul, None, copy
+
+
+def _operand_edges(steps: list, i: int, j: int, producer: dict, users: dict,
+                   graph_outputs: set[int]) -> tuple[Any, int | None, tuple[int, ...]]:
+    """For the chain step's key (``j`` 1) or value (2): (the slot the fused step reads, the
+    Reshape's sizes slot or None, the folded steps' indices): ``Identity`` [+ ``Reshape``]
+    of a strided view, i.e. a dense copy the flash kernel does not need."""
+    slot = steps[i].args[j]
+    r = _producer_for(steps, slot, i, producer, users, graph_outputs)
+    if r is not None and _is_reshape(steps[r]):
+        x, copy = _dense_copy(steps, steps[r].args[0], r, producer, users, graph_outputs)
+        if copy is not None:
+            return x, steps[r].args[1], (copy, r)
+        return slot, None, ()
+    x, copy = _dense_copy(steps, slot, i, producer, users, graph_outputs)
+    return (x, None, (copy,)) if copy is not None else (slot, None, ())
+
+
+def _dense_copy(steps: list, slot: Any, reader: int, producer: dict, users: dict,
+                graph_outputs: set[int]) -> tuple[Any, int | None]:
+    """(what ``Identity(x)`` at ``slot`` copies, its index) when ``reader`` is its one
+    reader, else (``slot``, None): the fused step reads ``x`` as it is (a copy changes no
+    value, and neither step writes its inputs)."""
+    c = _producer_for(steps, slot, reader, producer, users, graph_outputs)
+    if c is not None and steps[c].op.type == "Identity" and len(steps[c].args) == 1 \
+            and isinstance(steps[c].args[0], int):
+        return steps[c].args[0], c
+    return slot, None
 
 
 def _other(args: tuple, consts: dict) -> Any:
@@ -145,7 +179,8 @@ def _is_reshape(st: Any) -> bool:
 
 
 def _edge_step(steps: list, st: Any, q: int, mul: int | None, reshape_q: int | None,
-               out: int | None, consts: dict) -> Any:
+               out: int | None, consts: dict, copy_q: int | None = None,
+               kv: list | None = None) -> Any:
     inner = st.fn
     factor, scale = 1.0, None
     if mul is not None:
@@ -155,10 +190,15 @@ def _edge_step(steps: list, st: Any, q: int, mul: int | None, reshape_q: int | N
         scale = (m.fn, tuple(None if a == val else consts[a] for a in m.args), m.attrs)
     q_sizes = steps[reshape_q].args[1] if reshape_q is not None else None
     out_sizes = steps[out].args[1] if out is not None else None
-    kernel = EdgeAttentionKernel(inner, factor, scale, reshape_q is not None, out is not None)
-    absorbed = tuple(steps[j] for j in (reshape_q, mul) if j is not None)
+    (k, k_sizes, k_folded), (v, v_sizes, v_folded) = kv or [(st.args[j], None, ())
+                                                             for j in (1, 2)]
+    kernel = EdgeAttentionKernel(inner, factor, scale, reshape_q is not None, out is not None,
+                                 k_sizes is not None, v_sizes is not None)
+    absorbed = tuple(steps[j] for j in (copy_q, reshape_q, mul, *k_folded, *v_folded)
+                     if j is not None)
     last = steps[out] if out is not None else st
-    return replace(st, fn=kernel, args=(q, *st.args[1:], q_sizes, out_sizes),
+    return replace(st, fn=kernel, args=(q, k, v, *st.args[3:], q_sizes, out_sizes, k_sizes,
+                                        v_sizes),
                    outs=last.outs, sigs=last.sigs,
                    chain=absorbed + inner.chain + ((last,) if out is not None else ()))
 
@@ -168,40 +208,51 @@ class EdgeAttentionKernel(AttentionChainKernel):
     Args: the chain's, then the query Reshape's sizes and the output Reshape's sizes."""
 
     def __init__(self, inner: AttentionChainKernel, factor: float, scale: Any,
-                 reshape_q: bool, reshape_out: bool) -> None:
+                 reshape_q: bool, reshape_out: bool, reshape_k: bool = False,
+                 reshape_v: bool = False) -> None:
         super().__init__(inner.chain, inner.slots, inner.scale, inner.k_adj, inner.v_adj,
                          inner.const_causal, inner.outs, inner.lse_keep)
         self.factor, self.scale_step = factor, scale  # (Mul kernel, args: None = q, attrs)
         self.reshape_q, self.reshape_out = reshape_q, reshape_out
+        self.reshape_k, self.reshape_v = reshape_k, reshape_v
 
     def size_args(self, shape1=None, shape2=None, limits=(), q_sizes=None,
-                  out_sizes=None) -> tuple:
+                  out_sizes=None, k_sizes=None, v_sizes=None) -> tuple:
         """The size arguments as Python ints, as ``__call__`` reads them (the host's size
         prelude computes them once per input-size signature: ``runtime/size_prelude.py``)."""
         return (None if shape1 is None else _ints(shape1),
                 None if shape2 is None else _ints(shape2), [scalar_size(n) for n in limits],
                 _ints(q_sizes) if self.reshape_q else None,
-                _ints(out_sizes) if self.reshape_out else None)
+                _ints(out_sizes) if self.reshape_out else None,
+                _ints(k_sizes) if self.reshape_k else None,
+                _ints(v_sizes) if self.reshape_v else None)
 
     def __call__(self, q, k, v, shape1=None, shape2=None, masks=(), limits=(), extras=(),
-                 q_sizes=None, out_sizes=None, sizes=None):
+                 q_sizes=None, out_sizes=None, k_sizes=None, v_sizes=None, sizes=None):
         """``sizes``: ``size_args`` of these arguments, computed before (the tensors are
         still given: the chain's own kernels read them when a run-time check refuses)."""
         if sizes is None:
-            s1, s2, lims = shape1, shape2, limits
-            qs = _ints(q_sizes) if self.reshape_q else None
-            os = _ints(out_sizes) if self.reshape_out else None
+            s1, s2, lims, qs, os, ks, vs = self.size_args(shape1, shape2, limits, q_sizes,
+                                                          out_sizes, k_sizes, v_sizes)
         else:
-            s1, s2, lims, qs, os = sizes
-        if qs is None or math.prod(qs) == q.numel():
+            s1, s2, lims, qs, os, ks, vs = sizes
+        # a folded key/value Reshape that only splits or merges leading dims is read
+        # through flash's own [batch, heads] view of the tensor (no copy); else it runs
+        if (qs is None or math.prod(qs) == q.numel()) and _leading(k, ks) \
+                and _leading(v, vs):
             try:
-                out = self.fast(q, k, v, s1, s2, list(masks), lims, qs, self.factor, os)
+                out = self.fast(q, k, v, s1, s2, list(masks), lims, qs, self.factor, os,
+                                ks, vs)
             except Exception as e:
                 raise RuntimeError(f"fused attention chain {self.names}: {e}") from e
             if out is not None and (os is None or tuple(out.shape) == tuple(os)):
                 _STATS["fast"] += 1
                 return out
         # the folded steps as they are, around the chain's own path
+        if ks is not None:
+            k = k.reshape(ks)
+        if vs is not None:
+            v = v.reshape(vs)
         if qs is not None:
             q = q.reshape(qs)
         if self.scale_step is not None:
@@ -210,6 +261,14 @@ class EdgeAttentionKernel(AttentionChainKernel):
         out = AttentionChainKernel.__call__(self, q, k, v, shape1, shape2, masks, limits,
                                             extras)
         return out if os is None else out.reshape(os)
+
+
+def _leading(x: torch.Tensor, sizes: list[int] | None) -> bool:
+    """Whether flash can read ``x`` as reshaped to ``sizes`` (None: no Reshape folded)
+    without the Reshape: it keeps the last two dims, and the fast path reshapes the leading
+    ones again to flash's [batch, heads] (a view of ``x`` where its strides allow)."""
+    return sizes is None or (len(sizes) >= 2 and list(x.shape[-2:]) == list(sizes[-2:])
+                             and math.prod(sizes) == x.numel())
 
 
 def _ints(sizes: Any) -> list[int]:

@@ -37,7 +37,8 @@ from npu_inductor.runtime.step_graph import producers, slots
 SIZE_OPS = frozenset({"Pack", "Mul", "Add", "Sub", "ConcatV2", "Maximum", "Minimum"})
 CACHE_ENTRIES = 64  # sizes seen; the cache is emptied when full
 _INTS = (torch.int32, torch.int64)
-_EDGE_SIZES = (3, 4, 6, 8, 9)  # EdgeAttentionKernel: shape1, shape2, limits, q_sizes, out_sizes
+# EdgeAttentionKernel: shape1, shape2, limits, q_sizes, out_sizes, k_sizes, v_sizes
+_EDGE_SIZES = (3, 4, 6, 8, 9, 10, 11)
 _SLICE_OPS = frozenset({"StridedSliceV2"})
 
 
@@ -78,7 +79,7 @@ def plan(model: Any) -> SizePlan | None:
         st = b.step
         if k in pure:
             continue
-        if isinstance(st.fn, EdgeAttentionKernel) and len(st.args) == 10 \
+        if isinstance(st.fn, EdgeAttentionKernel) and len(st.args) == 12 \
                 and all(s in known for i in _EDGE_SIZES for s in slots((st.args[i],))):
             p.attention[k] = tuple(st.args[i] for i in _EDGE_SIZES)
         elif st.op.type in _SLICE_OPS and st.op.type in SPECIALIZERS and st.compute is None \

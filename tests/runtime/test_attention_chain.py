@@ -232,3 +232,16 @@ def test_training_forward_fallback_gives_both_outputs(monkeypatch):
     plain, fused, _ = _both(model, inputs)
     for a, b in zip(fused, plain):
         assert torch.equal(a, b)
+
+
+def test_padding_mask_masking_a_whole_batch_runs_op_by_op():
+    """The fully-masked-row check reads the mask as it broadcasts ([B, 1, 1, S] here: every
+    query row of batch 1 masked), not a copy expanded to the scores."""
+    q, k, v = _qkv(hq=2, hk=2)
+    model, inputs = _loaded(_padding_mask, q, k, v, torch.zeros(2, 1, 1, 7))
+    inputs[-1][1] = float("-inf")
+    before = attention_chain.stats()
+    plain, fused, _ = _both(model, inputs)
+    assert attention_chain.stats()["fallback"] == before["fallback"] + 1
+    assert torch.isnan(plain[0][1]).all() and not torch.isnan(plain[0][0]).any()
+    torch.testing.assert_close(fused, plain, rtol=0, atol=0, equal_nan=True)

@@ -96,3 +96,46 @@ def test_planned_graph_keeps_flash_output_out_of_the_workspace():
     plain = HostModel(model.graph, model.allocator, fuse_attention=False)
     torch.testing.assert_close(fused.execute(inputs), plain.execute(inputs), rtol=1e-5,
                                atol=1e-6)
+
+
+def _bert_loaded() -> tuple[HostModel, list[torch.Tensor]]:
+    from models import make
+
+    model, inputs = make("bert")
+    model = model.eval()
+    torch._dynamo.reset()
+    with torch.no_grad(), record_graphs() as graphs:
+        compiled = torch.compile(model, backend="npu")
+        torch.testing.assert_close(compiled(*inputs), model(*inputs), rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        return host_model_inputs(graphs, lambda: compiled(*inputs))
+
+
+def test_dense_copies_of_query_key_value_fold_and_the_mask_stays_a_view(monkeypatch):
+    """BERT's q/k/v reach the chain as Identity (aten.clone: a dense copy of the transposed
+    heads) [+ Reshape to batch * heads]: the fused step reads the transposed views, and its
+    padding mask ([B, 1, 1, S]) reaches flash broadcast over heads and rows, not copied."""
+    model, inputs = _bert_loaded()
+    plain = HostModel(model.graph, model.allocator, fuse_attention=False)
+    fused = HostModel(model.graph, model.allocator, fuse_attention=True)
+    edges = _edges(fused)
+    assert edges and all(e.fn.reshape_k and e.fn.reshape_v for e in edges)
+    folded = [st.op.type for e in edges for st in e.chain]
+    assert folded.count("Identity") == 3 * len(edges)  # q, k and v
+    copies = sum(st.op.type == "Identity" for st in fused.op_steps)
+    assert sum(st.op.type == "Identity" for st in fused.steps) == copies - 3 * len(edges)
+    masks, flash = [], attention_chain._FLASH
+
+    def spy(*args, **kwargs):
+        masks.append(kwargs.get("attn_mask"))
+        return flash(*args, **kwargs)
+
+    monkeypatch.setattr(attention_chain, "_FLASH", spy)
+    before = attention_chain.stats()["fast"]
+    got = fused.execute(inputs)
+    assert attention_chain.stats()["fast"] == before + len(edges)
+    assert len(masks) == len(edges) and all(m.stride()[1:3] == (0, 0) for m in masks)
+    torch.testing.assert_close(got, plain.execute(inputs), rtol=1e-5, atol=1e-6)
+    # a refused fast path runs the folded copies' reshapes and the chain op by op
+    monkeypatch.setattr(attention_chain.AttentionChainKernel, "fast", lambda *a: None)
+    assert torch.equal(fused.execute(inputs)[0], plain.execute(inputs)[0])
