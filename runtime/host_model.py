@@ -459,12 +459,14 @@ def _handed_over(steps: list[Step], graph_outs: set[int], reads: dict[int, int])
 
 
 def _fresh_attention(steps: list[Step], graph_outs: set[int]) -> set[int]:
-    """Results of attention chains with their output Reshape folded in
-    (``attention_edges.py``): flash's own memory viewed as ``[B, H, S, D]``, which the
-    Transpose + Reshape after it read as they are; copied into the workspace, both would
-    copy (kept out of the plan, as ``_handed_over``'s results)."""
-    return {st.outs[0] for st in steps if isinstance(st.fn, attention_edges.EdgeAttentionKernel)
-            and st.fn.reshape_out and st.outs[0] not in graph_outs}
+    """Results of fused attention chains (one output; ``attention_chain.py``, with their
+    output Reshape folded in or not: ``attention_edges.py``): flash's own memory (stored
+    ``[B, S, H, D]``) viewed as ``[B, H, S, D]``, which the Transpose + Reshape after it
+    read as they are; copied into the workspace, both would copy (the workspace copy is
+    ``[B, H, S, D]`` dense, so the Transpose's Reshape copies again). Kept out of the plan,
+    as ``_handed_over``'s results."""
+    return {st.outs[0] for st in steps if isinstance(st.fn, attention_chain.AttentionChainKernel)
+            and len(st.outs) == 1 and st.outs[0] not in graph_outs}
 
 
 def _can_out(st: Step) -> bool:

@@ -139,3 +139,29 @@ def test_dense_copies_of_query_key_value_fold_and_the_mask_stays_a_view(monkeypa
     # a refused fast path runs the folded copies' reshapes and the chain op by op
     monkeypatch.setattr(attention_chain.AttentionChainKernel, "fast", lambda *a: None)
     assert torch.equal(fused.execute(inputs)[0], plain.execute(inputs)[0])
+
+
+def test_unreshaped_flash_output_stays_out_of_the_workspace():
+    """ViT's chain result ([B, H, S, D], flash's memory stored [B, S, H, D]) without an
+    output Reshape to fold: kept, so the Transpose + Reshape after it are views, where a
+    workspace copy (dense [B, H, S, D]) would be copied again by that Reshape."""
+    from npu_inductor.benchmarks.zoo import ViT
+
+    torch.manual_seed(0)
+    vit, inputs = ViT(image=8, patch=4, hidden=16, heads=2, layers=1).eval(), \
+        (torch.randn(2, 3, 8, 8),)
+    torch._dynamo.reset()
+    with torch.no_grad(), record_graphs() as graphs:
+        compiled = torch.compile(vit, backend="npu")
+        torch.testing.assert_close(compiled(*inputs), vit(*inputs), rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        model, seen = host_model_inputs(graphs, lambda: compiled(*inputs))
+    fused = HostModel(model.graph, model.allocator, fuse_attention=True)
+    chains = [st for st in fused.steps
+              if isinstance(st.fn, attention_chain.AttentionChainKernel)]
+    assert chains and fused.plan is not None
+    assert all(st.outs[0] not in fused.plan.offsets for st in chains)
+    readers = [st for st in fused.steps if set(st.args) & {c.outs[0] for c in chains}]
+    assert readers and all(st.op.type == "Transpose" for st in readers)
+    plain = HostModel(model.graph, model.allocator, fuse_attention=False)
+    torch.testing.assert_close(fused.execute(seen), plain.execute(seen), rtol=1e-5, atol=1e-6)
