@@ -143,3 +143,19 @@ def test_warm_floor_is_the_warm_start_without_its_backend_call() -> None:
     assert row["warm_floor_vs_cold"]["rounds"] == [0.4, 0.25]
     assert row["warm_floor_vs_cold"]["range"] == [0.25, 0.4]
     assert row["cpu_phase_median"]["cold"] == {"backend": 1.1, "guards": 0.1}
+
+
+def test_precompiled_warm_process_loads_the_artifact() -> None:
+    """``--precompile``: the in-process compile stores no precompiled artifact, so the warm
+    process starts from a folder a fresh cold precompile filled (it was a second cold
+    precompile: warm ~= cold)."""
+    from npu_inductor.benchmarks.runner import Runner, prepare, warm_and_memory
+
+    backend = next(b for b in make_backends(["aot_eager"]) if b.name == "npu")
+    settings = Settings(repeat=1, warmup=0, precompile=True)
+    case = prepare(ZOO["mlp"], "inference", settings)
+    r = Runner(backend, case, case.model, settings)
+    warm_and_memory(r, fresh=True)
+    assert not r.notes, r.notes
+    assert r.fresh_cold_s is not None and r.warm_s is not None
+    assert r.warm_cache == (1, 0)  # the one GE graph a hit, nothing lowered
