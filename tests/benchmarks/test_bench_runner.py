@@ -159,3 +159,24 @@ def test_precompiled_warm_process_loads_the_artifact() -> None:
     assert not r.notes, r.notes
     assert r.fresh_cold_s is not None and r.warm_s is not None
     assert r.warm_cache == (1, 0)  # the one GE graph a hit, nothing lowered
+
+
+def test_each_cold_compile_starts_without_fake_tensor_cache_entries() -> None:
+    """The fake-tensor dispatch cache is process-wide and survives ``torch._dynamo.reset()``:
+    a backend compiled after another would trace faster on its entries."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from npu_inductor.benchmarks.runner import Runner, prepare
+
+    seen = []
+
+    def wrap(m):
+        seen.append(len(FakeTensorMode.cache))
+        return torch.compile(m, backend="aot_eager")
+
+    settings = Settings(repeat=1, warmup=0)
+    case = prepare(ZOO["mlp"], "inference", settings)
+    for _ in range(2):
+        Runner(Backend("aot_eager", wrap), case, case.model, settings).first_call()
+        assert FakeTensorMode.cache  # the compile filled it
+    assert seen == [0, 0]
