@@ -264,11 +264,7 @@ def memory_stats(device: str = "auto") -> dict[str, Any]:
 
 
 def empty_cache(device: str = "auto") -> None:
-    """Release every cached, unused device-memory segment back to the device (and the host
-    device's kept graph-output memory, ``output_pool``)."""
-    from npu_inductor.runtime import output_pool
-
-    output_pool.clear()
+    """Release every cached, unused device-memory segment back to the device."""
     get_device(device).allocator.empty_cache()
 
 
