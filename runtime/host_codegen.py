@@ -20,7 +20,6 @@ from __future__ import annotations
 import bisect
 import keyword
 import linecache
-import math
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -31,7 +30,7 @@ import torch
 
 from npu_inductor.codegen import render
 from npu_inductor.config import env_bool
-from npu_inductor.runtime import linear_fold, output_pool, size_prelude
+from npu_inductor.runtime import linear_fold, size_prelude
 from npu_inductor.runtime.host_model import (
     Bound,
     HostExecutionError,
@@ -44,7 +43,7 @@ from npu_inductor.runtime.shape_steps import packed_reshape, scalar_size
 from npu_inductor.runtime.size_prelude import size_input, specialized_slice
 
 ENV_FLAG = "NPU_INDUCTOR_HOST_CODEGEN"
-_HELPERS = (output_pool.empty, _store, _hand_over, _detach_overlaps, scalar_size, specialized_slice,
+_HELPERS = (torch.empty, _store, _hand_over, _detach_overlaps, scalar_size, specialized_slice,
             size_input, torch.mm, torch.matmul)
 _MATH = "npu_inductor.runtime.kernels.math"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:/\-]")
@@ -144,13 +143,6 @@ def _inline_call(st: Any, args: list[str], out: str | None = None) -> str | None
     return None
 
 
-def _pooled(sig: tuple) -> bool:
-    """Whether a graph output of ``sig`` comes from the output pool (``output_pool``)."""
-    dtype, shape = sig
-    return dtype is not None and all(isinstance(d, int) and d >= 0 for d in shape) \
-        and math.prod(shape) * dtype.itemsize >= output_pool.MIN_BYTES
-
-
 # op type -> (its specialized kernel's name, the torch call, its transpose flags)
 _MATMULS = {"MatMulV2": ("matmul_2d", "mm", ("transpose_x1", "transpose_x2")),
             "BatchMatMulV2": ("batch_matmul_2d", "matmul", ("adj_x1", "adj_x2"))}
@@ -190,7 +182,7 @@ def _step_context(k: int, b: Bound, consts: dict, binds: list, sigs: dict,
         s = st.outs[0]
         ctx["out_slot"] = s
         fresh = (_inline_call(st, args) if b.dests[0][0] != "ws" and st.op.type == "MatMulV2"
-                 and st.compute is None and not _pooled(st.sigs[0]) else None)
+                 and st.compute is None else None)
         if fresh is not None:
             # a 2-D matmul's result (torch.mm, or matmul folding a 3-D x to mm) is fresh
             # contiguous memory of the graph's dtype and shape: handed over as it is,

@@ -35,7 +35,6 @@ from npu_inductor.runtime import (
     attention_chain,
     attention_edges,
     attention_grad_chain,
-    output_pool,
     shape_steps,
 )
 from npu_inductor.runtime.kernels import (
@@ -502,8 +501,8 @@ def _run_step(b: Bound, vals: list[Any], views: dict[int, torch.Tensor],
         return
     if b.use_out:
         dest = b.dests[0]
-        dst = views[dest[1]] if dest[0] == "ws" else output_pool.empty(st.sigs[0][1],
-                                                                       st.sigs[0][0])
+        dst = views[dest[1]] if dest[0] == "ws" else torch.empty(st.sigs[0][1],
+                                                                 dtype=st.sigs[0][0])
         st.fn(*args, out=dst, **st.attrs)
         vals[st.outs[0]] = dst
         return
@@ -540,7 +539,7 @@ def _hand_over(r: torch.Tensor, sig: tuple, args: list[Any], ws_ptr: int | None)
     storage = r.untyped_storage().data_ptr()
     if storage == ws_ptr or not r.is_contiguous() or (dtype is not None and r.dtype != dtype) \
             or _aliases(storage, args):
-        out = output_pool.empty(r.shape, dtype or r.dtype)  # r.shape: -1 dims resolved
+        out = torch.empty(r.shape, dtype=dtype or r.dtype)  # r.shape: -1 dims resolved
         return out.copy_(r)
     return r
 

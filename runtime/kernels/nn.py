@@ -248,27 +248,10 @@ def gather_v2(x, indices, axis, batch_dims=0, is_preprocessed=False,
     return x.index_select(a, flat).reshape(shape)
 
 
-@kernel("EmbeddingDenseGrad", out=True)
-def embedding_dense_grad(grad, indices, num_weights, padding_idx=-1, scale_grad_by_freq=False,
-                         out=None):
-    """Rows of ``grad`` summed into a zeroed ``[num_weights, D]`` by index, in index order,
-    each addition rounded in the output dtype (``aten.embedding_dense_backward``'s CPU loop,
-    bitwise; with ``out`` it writes there, which a graph output takes from the output pool
-    instead of a fresh page-faulting zeros)."""
-    if out is None or scale_grad_by_freq or not out.is_contiguous():
-        r = aten.embedding_dense_backward(grad, indices, num_weights, padding_idx,
-                                          scale_grad_by_freq)
-        return r if out is None else out.copy_(r)
-    flat = indices.reshape(-1)
-    rows = grad.reshape(flat.numel(), grad.shape[-1])
-    if padding_idx >= 0:
-        keep = flat != padding_idx
-        flat, rows = flat[keep], rows[keep]
-    if out.dtype == torch.float32:
-        return out.zero_().index_add_(0, flat, rows)
-    # (index_add_ of a 16-bit float accumulates differently; index_put_'s serial loop
-    # rounds after every addition, as aten's loop does)
-    return out.zero_().index_put_((flat,), rows, accumulate=True)
+@kernel("EmbeddingDenseGrad")
+def embedding_dense_grad(grad, indices, num_weights, padding_idx=-1, scale_grad_by_freq=False):
+    return aten.embedding_dense_backward(grad, indices, num_weights, padding_idx,
+                                         scale_grad_by_freq)
 
 
 # ---- losses ---------------------------------------------------------------------------
