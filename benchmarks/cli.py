@@ -24,7 +24,7 @@ import torch
 
 from npu_inductor.benchmarks import report
 from npu_inductor.benchmarks.hf import hf_models
-from npu_inductor.benchmarks.measure import Warm
+from npu_inductor.benchmarks.measure import Warm, steady_heap
 from npu_inductor.benchmarks.results import Row
 from npu_inductor.benchmarks.runner import Settings, machine_info, make_backends, prime, run_case
 from npu_inductor.benchmarks.zoo import ZOO, ZooModel, expand_names
@@ -73,6 +73,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="small fast subset: " + ",".join(n for n, m in ZOO.items() if m.quick))
     p.add_argument("--compare", default="", help=f"extra baselines: {','.join(COMPARE)}")
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads")
+    p.add_argument("--steady-heap", action="store_true",
+                   help="keep freed heap memory in the process (glibc mallopt), so no "
+                   "backend's step pays page faults for the order the backends freed theirs in")
     p.add_argument("--requests", type=int, default=24, help="dynamic stream length")
     p.add_argument("--max-len", type=int, default=96, help="dynamic stream max sequence")
     p.add_argument("--max-new", type=int, default=16, help="serve stream max new tokens")
@@ -223,6 +226,8 @@ def _fresh_line(row: Row) -> list[str]:
 
 def configure(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
+    if args.steady_heap and not steady_heap():
+        print("npu-bench: --steady-heap needs glibc; the heap keeps its defaults", flush=True)
     if not args.verbose:
         warnings.filterwarnings("ignore")
         logging.getLogger("npu_inductor").setLevel(logging.ERROR)

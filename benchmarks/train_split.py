@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from npu_inductor.benchmarks.measure import tensors
+from npu_inductor.benchmarks.measure import steady_heap, tensors
 from npu_inductor.benchmarks.runner import Case, Settings, make_backends, prepare, prime
 from npu_inductor.benchmarks.zoo import ZOO
 
@@ -93,8 +93,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--backends", default="eager,npu,aot_eager")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--steady-heap", action="store_true",
+                   help="keep freed heap memory in the process (see npu-bench --steady-heap)")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
+    if a.steady_heap:
+        steady_heap()
     result = split(a.model, getattr(torch, a.dtype), a.steps, a.warmup,
                    tuple(a.backends.split(",")))
     eager = result.get("eager", {}).get("step")

@@ -167,9 +167,17 @@ def _scaled(ctx: LoweringContext, x: Any, alpha: Any, dtype: torch.dtype) -> Any
     return pointwise(ctx, "Mul", [x, alpha], dtype, suffix="alpha")
 
 
+# add with alpha != 1 is AxpyV2 (x1 + alpha * x2, one rounding) in these dtypes, as torchair
+# lowers it (its aten/add.py); an SGD step's ``p.add_(g, alpha=-lr)`` is one
+AXPY_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
 def _add_sub(ge_type: str, reverse: bool = False) -> Callable:
     def convert(ctx, self, other, alpha=1):
         dtype = promote(self, other)
+        if ge_type == "Add" and alpha != 1 and dtype in AXPY_DTYPES \
+                and isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
+            return pointwise(ctx, "AxpyV2", [self, other, alpha], dtype, out=ctx.out_dtype)
         if reverse:  # rsub: other - alpha * self
             self, other = other, self
         return pointwise(ctx, ge_type, [self, _scaled(ctx, other, alpha, dtype)], dtype,

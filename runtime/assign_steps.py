@@ -48,8 +48,16 @@ def fuse_assign_adds(steps: list, graph_outputs: set[int], refs: set[int]) -> li
         if ref not in refs or i is None or reads.get(total) != 1 or total in graph_outputs:
             continue
         add = steps[i]
-        if add.op.type != "Add" or add.compute is not None or len(add.args) != 2 \
-                or ref not in add.args or add.args[0] == add.args[1] or add.sigs != st.sigs:
+        if add.compute is not None or add.sigs != st.sigs:
+            continue
+        if add.op.type == "AxpyV2" and len(add.args) == 3 and add.args[0] == ref \
+                and ref not in add.args[1:]:
+            gone.add(i)
+            fused[j] = replace(st, fn=axpy_into, args=(ref, *add.args[1:]), attrs={},
+                               chain=(add, st))
+            continue
+        if add.op.type != "Add" or len(add.args) != 2 or ref not in add.args \
+                or add.args[0] == add.args[1]:
             continue
         x = add.args[1] if add.args[0] == ref else add.args[0]
         gone.add(i)
@@ -66,6 +74,34 @@ def add_into(ref: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"Assign(Add): {x.dtype} {tuple(x.shape)} added into "
                          f"{ref.dtype} {tuple(ref.shape)}")
     return ref.add_(x)
+
+
+def axpy_into(ref: torch.Tensor, x: torch.Tensor, alpha: Any) -> torch.Tensor:
+    """``Assign(ref, AxpyV2(ref, x, alpha))``: ``alpha * x`` added into ``ref`` (one
+    rounding, as the op)."""
+    if x.dtype != ref.dtype or (x.shape != ref.shape
+                                and torch.broadcast_shapes(ref.shape, x.shape) != ref.shape):
+        raise ValueError(f"Assign(AxpyV2): {x.dtype} {tuple(x.shape)} added into "
+                         f"{ref.dtype} {tuple(ref.shape)}")
+    return ref.add_(x, alpha=alpha.item() if isinstance(alpha, torch.Tensor) else alpha)
+
+
+class ForeachAxpy:
+    """``p_i.add_(g_i, alpha=c)`` for every i as one ``torch._foreach_add_`` (eager SGD's
+    foreach path; each element rounded once, as ``axpy_into``)."""
+
+    def __init__(self, sigs: list[tuple[torch.dtype, tuple[int, ...]]]) -> None:
+        self.sigs = sigs
+
+    def __call__(self, refs: tuple, grads: tuple, c: torch.Tensor) -> tuple:
+        for ref, g, (dtype, shape) in zip(refs, grads, self.sigs):
+            if g.dtype != dtype or ref.dtype != dtype or g.shape != shape \
+                    or ref.shape != shape:
+                raise ValueError(f"Assign(AxpyV2): {g.dtype} {tuple(g.shape)} added into "
+                                 f"{ref.dtype} {tuple(ref.shape)}, compiled for {dtype} "
+                                 f"{shape}")
+        torch._foreach_add_(list(refs), list(grads), alpha=c.item())
+        return tuple(refs)
 
 
 FOREACH_BYTES = 256 << 10  # products per foreach batch, cache-sized (a larger tensor: alone)
@@ -134,7 +170,10 @@ def foreach_updates(steps: list, graph_outputs: set[int], inputs: set[int],
     """``steps`` with the ``add_into(p, Mul(g, c))`` pairs of one ``c`` (at least two) as one
     ``ForeachUpdate`` step where the last of them was (the note's conditions)."""
     producer, reads = producers(steps), read_counts(steps)
-    written = {st.args[0] for st in steps if st.fn is add_into or st.op.type == "Assign"}
+    written = {st.args[0] for st in steps
+               if st.fn in (add_into, axpy_into) or st.op.type == "Assign"}
+    steps = _foreach_axpys(steps, graph_outputs, inputs, consts, reads, written)
+    producer, reads = producers(steps), read_counts(steps)
     groups: dict[int, list[tuple[int, int]]] = {}
     for j, st in enumerate(steps):
         if st.fn is not add_into or any(reads.get(s) or s in graph_outputs for s in st.outs):
@@ -167,6 +206,39 @@ def foreach_updates(steps: list, graph_outputs: set[int], inputs: set[int],
                               chain=tuple(st for k in sorted(members) for st in
                                           (steps[k].chain or (steps[k],))))
         gone.update(k for k in members if k != last)
+    if not fused:
+        return steps
+    return [fused.get(i, st) for i, st in enumerate(steps) if i not in gone]
+
+
+def _foreach_axpys(steps: list, graph_outputs: set[int], inputs: set[int],
+                   consts: dict[int, torch.Tensor], reads: dict, written: set[int]) -> list:
+    """``steps`` with the ``axpy_into(p, g, c)`` steps of one ``c`` (at least two; ``g`` a
+    graph input no step writes, ``c`` a 0-d Const, ``p`` and the result read by nothing
+    else) as one ``ForeachAxpy`` step where the last of them was."""
+    groups: dict[int, list[int]] = {}
+    for j, st in enumerate(steps):
+        if st.fn is not axpy_into or any(reads.get(s) or s in graph_outputs for s in st.outs):
+            continue
+        ref, g, c = st.args
+        if st.sigs[0][0] is None or g not in inputs or g in written or c not in consts \
+                or consts[c].dim() != 0 or reads.get(ref) != 1:
+            continue
+        groups.setdefault(c, []).append(j)
+    fused: dict[int, Any] = {}
+    gone: set[int] = set()
+    for c, members in groups.items():
+        if len(members) < 2:
+            continue
+        last = members[-1]
+        fused[last] = replace(steps[last], fn=ForeachAxpy([steps[j].sigs[0] for j in members]),
+                              args=(tuple(steps[j].args[0] for j in members),
+                                    tuple(steps[j].args[1] for j in members), c), attrs={},
+                              outs=tuple(o for j in members for o in steps[j].outs),
+                              sigs=tuple(g for j in members for g in steps[j].sigs),
+                              chain=tuple(st for j in members for st in steps[j].chain
+                                          or (steps[j],)))
+        gone.update(j for j in members if j != last)
     if not fused:
         return steps
     return [fused.get(i, st) for i, st in enumerate(steps) if i not in gone]

@@ -49,7 +49,7 @@ ALIAS_OPS = frozenset({"SplitV", "Split", "SplitD", "SplitVD", "BroadcastTo", "T
 # Elementwise ops: an out= kernel may write over a same-shaped, same-dtype input.
 INPLACE_OPS = frozenset({"Add", "AddV2", "Sub", "Mul", "RealDiv", "Div", "Neg", "Relu",
                          "Exp", "Log", "Sqrt", "Rsqrt", "Tanh", "Sigmoid", "Maximum",
-                         "Minimum", "Pow", "Abs", "Square", "Adds", "Muls", "Axpy",
+                         "Minimum", "Pow", "Abs", "Square", "Adds", "Muls", "Axpy", "AxpyV2",
                          "Gelu", "Silu", "Swish", "Erf", "Reciprocal", "ZerosLike",
                          "OnesLike", "LeakyRelu", "Sin", "Cos"})
 

@@ -63,6 +63,14 @@ for _name, _fn in _TORCH_FNS.items():
     kernel(_name, out=_name in _OUT_OK)(_fn)
 
 
+@kernel("AxpyV2", out=True)
+def axpy_v2(x1, x2, alpha, out=None):
+    """x1 + alpha * x2, computed in fp32 for 16-bit floats and rounded once (``torch.add``
+    with ``alpha``: eager's ``add(x, y, alpha=a)``)."""
+    a = alpha.item() if isinstance(alpha, torch.Tensor) else alpha
+    return torch.add(x1, x2, alpha=a, out=out)
+
+
 @kernel("FloorDiv")
 def floor_div(x1, x2):
     return torch.div(x1, x2, rounding_mode="floor")

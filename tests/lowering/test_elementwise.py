@@ -159,7 +159,9 @@ def test_nan_to_num():
 # ---- binary ops ----------------------------------------------------------------------
 BINARY = [
     ("add", torch.add, "Add", NUMS + (I8, U8, B)),
-    ("add_alpha", lambda a, b: torch.add(a, b, alpha=3), "Add", (F32, I64)),
+    ("add_alpha", lambda a, b: torch.add(a, b, alpha=3), "AxpyV2", FLOATS),
+    ("add_alpha_frac", lambda a, b: torch.add(a, b, alpha=-0.37), "AxpyV2", FLOATS),
+    ("add_alpha_int", lambda a, b: torch.add(a, b, alpha=3), "Add", (I32, I64)),
     ("sub", torch.sub, "Sub", NUMS + (I8,)),
     ("sub_alpha", lambda a, b: torch.sub(a, b, alpha=0.5), "Sub", FLOATS),
     ("rsub", lambda a, b: torch.rsub(a, b, alpha=2), "Sub", (F32, I32)),

@@ -1,7 +1,7 @@
-"""The host device's in-place execution of ``Assign(ref, Add(ref, x))`` (runtime/
-assign_steps.py): a compiled SGD step updates each parameter with one add into its own
-memory (all of them in one foreach multiply and add), bitwise what the same graph gives op
-by op."""
+"""The host device's in-place execution of ``Assign(ref, Add(ref, x))`` and
+``Assign(ref, AxpyV2(ref, x, c))`` (runtime/assign_steps.py): a compiled SGD step updates
+each parameter with one add into its own memory (all of them in one foreach add), bitwise
+what the same graph gives op by op."""
 
 import sys
 from pathlib import Path
@@ -44,10 +44,10 @@ def test_sgd_update_is_one_add_into_the_parameter():
     loaded, inputs = _sgd_step_model()
     fused = HostModel(loaded.graph, loaded.allocator, fuse_attention=True)
     plain = HostModel(loaded.graph, loaded.allocator, fuse_attention=False)
-    (update,) = [st for st in fused.steps if isinstance(st.fn, assign_steps.ForeachUpdate)]
-    assert len(update.args[0]) == 2 and len(update.chain) == 6  # 2 x (Mul, Add, Assign)
-    assert not {"Add", "Mul"} & {st.op.type for st in fused.steps}
-    assert "Add" in {st.op.type for st in plain.steps}  # the GE graph is unchanged
+    (update,) = [st for st in fused.steps if isinstance(st.fn, assign_steps.ForeachAxpy)]
+    assert len(update.args[0]) == 2 and len(update.chain) == 4  # 2 x (AxpyV2, Assign)
+    assert not {"Add", "Mul", "AxpyV2"} & {st.op.type for st in fused.steps}
+    assert "AxpyV2" in {st.op.type for st in plain.steps}  # the GE graph is unchanged
     a, b = [x.clone() for x in inputs], [x.clone() for x in inputs]
     ptrs = [x.data_ptr() for x in a]
     fused.execute(a)
@@ -93,6 +93,35 @@ def test_foreach_update_rejects_a_shape_it_was_not_compiled_for():
     update = assign_steps.ForeachUpdate([(torch.float32, (3,)), (torch.float32, (2,))])
     try:
         update([torch.zeros(3), torch.zeros(3)], [torch.ones(3), torch.ones(3)],
+               torch.tensor(1.0))
+    except ValueError as e:
+        assert "compiled for" in str(e)
+    else:
+        raise AssertionError("a parameter of another shape was updated")
+
+
+def test_bf16_sgd_step_rounds_each_update_once():
+    """``p.add_(g, alpha=-lr)`` lowers to AxpyV2 (torchair's choice): in bf16 the compiled
+    step equals eager's one-rounding update with the bf16 alpha, bitwise (Mul then Add
+    would round the product first)."""
+    torch.manual_seed(0)
+    model = nn.Linear(64, 32).bfloat16()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.randn(5, 64, dtype=torch.bfloat16)).float().square().sum().backward()
+    torch._dynamo.reset()
+    step = torch.compile(opt.step, backend="npu", options={"fallback": "error"})
+    alpha = float(torch.tensor(-0.1, dtype=torch.bfloat16))
+    for _ in range(2):
+        want = [p.detach().add(p.grad, alpha=alpha) for p in model.parameters()]
+        step()
+        for p, w in zip(model.parameters(), want):
+            assert torch.equal(p.detach(), w)
+
+
+def test_foreach_axpy_rejects_a_shape_it_was_not_compiled_for():
+    update = assign_steps.ForeachAxpy([(torch.float32, (3,)), (torch.float32, (2,))])
+    try:
+        update((torch.zeros(3), torch.zeros(3)), (torch.ones(3), torch.ones(3)),
                torch.tensor(1.0))
     except ValueError as e:
         assert "compiled for" in str(e)
