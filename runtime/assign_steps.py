@@ -67,23 +67,33 @@ def fuse_assign_adds(steps: list, graph_outputs: set[int], refs: set[int]) -> li
     return [fused.get(i, st) for i, st in enumerate(steps) if i not in gone]
 
 
-def add_into(ref: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """``Assign(ref, Add(ref, x))``: ``x`` added into ``ref`` (same dtype; x broadcasts)."""
+def _check_into(what: str, ref: torch.Tensor, x: torch.Tensor) -> None:
+    """``x`` can be added into ``ref`` in place: the same dtype, and x broadcasts into it."""
     if x.dtype != ref.dtype or (x.shape != ref.shape  # (fast path: the same shape)
                                 and torch.broadcast_shapes(ref.shape, x.shape) != ref.shape):
-        raise ValueError(f"Assign(Add): {x.dtype} {tuple(x.shape)} added into "
+        raise ValueError(f"Assign({what}): {x.dtype} {tuple(x.shape)} added into "
                          f"{ref.dtype} {tuple(ref.shape)}")
+
+
+def add_into(ref: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``Assign(ref, Add(ref, x))``: ``x`` added into ``ref`` (same dtype; x broadcasts)."""
+    _check_into("Add", ref, x)
     return ref.add_(x)
 
 
 def axpy_into(ref: torch.Tensor, x: torch.Tensor, alpha: Any) -> torch.Tensor:
     """``Assign(ref, AxpyV2(ref, x, alpha))``: ``alpha * x`` added into ``ref`` (one
     rounding, as the op)."""
-    if x.dtype != ref.dtype or (x.shape != ref.shape
-                                and torch.broadcast_shapes(ref.shape, x.shape) != ref.shape):
-        raise ValueError(f"Assign(AxpyV2): {x.dtype} {tuple(x.shape)} added into "
-                         f"{ref.dtype} {tuple(ref.shape)}")
+    _check_into("AxpyV2", ref, x)
     return ref.add_(x, alpha=alpha.item() if isinstance(alpha, torch.Tensor) else alpha)
+
+
+def _check_compiled(what: str, refs: Any, grads: Any, sigs: list) -> None:
+    """Every ``ref``/``grad`` pair has the dtype and shape the update was compiled for."""
+    for ref, g, (dtype, shape) in zip(refs, grads, sigs):
+        if g.dtype != dtype or ref.dtype != dtype or g.shape != shape or ref.shape != shape:
+            raise ValueError(f"Assign({what}): {g.dtype} {tuple(g.shape)} added into "
+                             f"{ref.dtype} {tuple(ref.shape)}, compiled for {dtype} {shape}")
 
 
 class ForeachAxpy:
@@ -94,12 +104,7 @@ class ForeachAxpy:
         self.sigs = sigs
 
     def __call__(self, refs: tuple, grads: tuple, c: torch.Tensor) -> tuple:
-        for ref, g, (dtype, shape) in zip(refs, grads, self.sigs):
-            if g.dtype != dtype or ref.dtype != dtype or g.shape != shape \
-                    or ref.shape != shape:
-                raise ValueError(f"Assign(AxpyV2): {g.dtype} {tuple(g.shape)} added into "
-                                 f"{ref.dtype} {tuple(ref.shape)}, compiled for {dtype} "
-                                 f"{shape}")
+        _check_compiled("AxpyV2", refs, grads, self.sigs)
         torch._foreach_add_(list(refs), list(grads), alpha=c.item())
         return tuple(refs)
 
@@ -137,12 +142,7 @@ class ForeachUpdate:
         return self._outs
 
     def __call__(self, refs: list, grads: list, c: torch.Tensor) -> tuple:
-        for ref, g, (dtype, shape) in zip(refs, grads, self.sigs):
-            if g.dtype != dtype or ref.dtype != dtype or g.shape != shape \
-                    or ref.shape != shape:
-                raise ValueError(f"Assign(Add(Mul)): {g.dtype} {tuple(g.shape)} added into "
-                                 f"{ref.dtype} {tuple(ref.shape)}, compiled for {dtype} "
-                                 f"{shape}")
+        _check_compiled("Add(Mul)", refs, grads, self.sigs)
         with self._lock:
             for (lo, hi), outs in zip(self.batches, self._scratch()):
                 for g, out in zip(grads[lo:hi], outs):  # (foreach_mul's out= form allocates)
