@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from npu_inductor.runtime.kernels.elementwise import axpy_v2
 from npu_inductor.runtime.step_graph import producers, read_counts
 
 
@@ -85,7 +86,7 @@ def axpy_into(ref: torch.Tensor, x: torch.Tensor, alpha: Any) -> torch.Tensor:
     """``Assign(ref, AxpyV2(ref, x, alpha))``: ``alpha * x`` added into ``ref`` (one
     rounding, as the op)."""
     _check_into("AxpyV2", ref, x)
-    return ref.add_(x, alpha=alpha.item() if isinstance(alpha, torch.Tensor) else alpha)
+    return axpy_v2(ref, x, alpha, out=ref)
 
 
 def _check_compiled(what: str, refs: Any, grads: Any, sigs: list) -> None:
@@ -169,10 +170,9 @@ def foreach_updates(steps: list, graph_outputs: set[int], inputs: set[int],
                     consts: dict[int, torch.Tensor]) -> list:
     """``steps`` with the ``add_into(p, Mul(g, c))`` pairs of one ``c`` (at least two) as one
     ``ForeachUpdate`` step where the last of them was (the note's conditions)."""
-    producer, reads = producers(steps), read_counts(steps)
     written = {st.args[0] for st in steps
                if st.fn in (add_into, axpy_into) or st.op.type == "Assign"}
-    steps = _foreach_axpys(steps, graph_outputs, inputs, consts, reads, written)
+    steps = _foreach_axpys(steps, graph_outputs, inputs, consts, read_counts(steps), written)
     producer, reads = producers(steps), read_counts(steps)
     groups: dict[int, list[tuple[int, int]]] = {}
     for j, st in enumerate(steps):

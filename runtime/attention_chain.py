@@ -339,7 +339,7 @@ class AttentionChainKernel:
         elif self.const_causal and masks[0].shape == (lq, s):
             mask = CAUSAL
         else:
-            mask = _combined(masks, view, bk, g)
+            mask = _combined(masks, view)
         if mask is False:
             return None
         # [batch, heads] of flash: the key heads (b[-1]) stay a dim of their own, so that
@@ -424,9 +424,9 @@ def _same_batch(q: torch.Tensor, qs: tuple, k: torch.Tensor, v: torch.Tensor,
             and k.dtype == v.dtype == q.dtype and qs[:-2] == ks[:-2] == vs[:-2])
 
 
-def _combined(masks: list, view: tuple, bk: int, g: int) -> Any:
-    """The masks' sum for flash's ``[bk, g, Lq, S]`` scores, from masks that broadcast into
-    the scores as the Adds see them (``view``): 2-D when it broadcasts over all leading
+def _combined(masks: list, view: tuple) -> Any:
+    """The masks' sum for flash's scores, from masks that broadcast into the scores as the
+    Adds see them (``view``): 2-D when it broadcasts over all leading
     dims, else expanded to ``view`` (a view); ``CAUSAL`` for the causal band, None without
     masks, False when a check fails."""
     if not masks:
