@@ -16,11 +16,13 @@ def _faults() -> int:
 def test_freed_large_tensors_are_reused_without_page_faults():
     assert steady_heap()
     n = (24 << 20) // 4  # 24 MB: above glibc's default mmap threshold
-    for _ in range(2):  # the first round may grow the heap
-        before = _faults()
+    rounds = []
+    for _ in range(4):  # the first round may grow the heap (and a CI worker's other
+        before = _faults()  # threads may fault in between: the quietest round counts)
         for _ in range(4):
             torch.empty(n).fill_(1.0)  # allocated, touched, freed
-    assert _faults() - before < 200  # a fresh 24 MB would be ~6,000 faults per allocation
+        rounds.append(_faults() - before)
+    assert min(rounds[1:]) < 200, rounds  # a fresh 24 MB would be ~6,000 faults each
 
 
 def test_flag_parses():
