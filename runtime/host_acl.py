@@ -134,7 +134,7 @@ class HostAcl:
 
     def run_tensors(self, model_id: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         """The host executor's direct call (no pyACL counterpart): contiguous host tensors
-        of the model's dtypes and static shapes are its inputs as they are, as zero-copy
+        of the model's dtypes and shapes are its inputs as they are, as zero-copy
         data buffers would bind them, and the results come back as the deferred output
         buffers would hand them over."""
         return self.models[model_id].execute(inputs)

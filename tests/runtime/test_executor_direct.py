@@ -1,5 +1,5 @@
 """The host executor's direct call (``executor.py.jinja``, ``HostAcl.run_tensors``): the
-inputs of a static graph go to the model as the list they are, checked for all inputs at
+inputs of a graph (static, or with dynamic dims) go to the model as the list they are, checked for all inputs at
 once, instead of one data buffer per input per call. Same results as the binding path,
 no input kept after the call, a new or non-contiguous input seen, a wrong one named."""
 
@@ -14,15 +14,16 @@ from npu_inductor.ge import GraphBuilder, to_air
 from npu_inductor.runtime.device import GraphInputError, get_device
 
 
-def _executor(ref: bool = False):
+def _executor(ref: bool = False, rows: int = 3):
+    """``rows=-1``: x's first dim is dynamic."""
     b = GraphBuilder("direct")
-    x = b.data(torch.float32, (3, 4), "x", ref=ref)
+    x = b.data(torch.float32, (rows, 4), "x", ref=ref)
     w = b.data(torch.float32, (4, 4), "w")
     (y,) = b.op("MatMulV2", "mm", [x, w], {"transpose_x1": False, "transpose_x2": False},
-                [(torch.float32, (3, 4))])
-    (z,) = b.op("Relu", "relu", [y], {}, [(torch.float32, (3, 4))])
+                [(torch.float32, (rows, 4))])
+    (z,) = b.op("Relu", "relu", [y], {}, [(torch.float32, (rows, 4))])
     if ref:
-        b.op("Assign", "assign", [x, z], {}, [(torch.float32, (3, 4))])
+        b.op("Assign", "assign", [x, z], {}, [(torch.float32, (rows, 4))])
     b.output([z])
     g = b.build()
     module = load_executor(executor_source(g, "host"), g.name)
@@ -33,14 +34,15 @@ def _ref(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch.relu(x @ w)
 
 
-def test_direct_call_matches_the_binding_path_bitwise():
-    ex = _executor()
+@pytest.mark.parametrize("rows", [3, -1])
+def test_direct_call_matches_the_binding_path_bitwise(rows):
+    ex = _executor(rows=rows)
     direct = ex.direct
-    assert direct is not None  # a static graph on the host device
+    assert direct is not None  # a static or dynamic graph on the host device
     try:
         w = torch.randn(4, 4)
-        for _ in range(3):
-            x = torch.randn(3, 4)
+        for n in (3, 5, 1):
+            x = torch.randn(3 if rows > 0 else n, 4)
             (a,) = ex.run([x, w])
             ex.direct = None  # the binding path (data buffers, one per input)
             (b,) = ex.run([x, w])
@@ -96,10 +98,13 @@ def test_binding_path_then_direct_call_releases_what_was_bound():
         ex.close()
 
 
+@pytest.mark.parametrize("rows", [3, -1])
 @pytest.mark.parametrize("bad", [torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 3),
-                                 torch.randn(3, 4, device="meta"), 3.0])
-def test_a_wrong_input_still_gets_the_binding_paths_error(bad):
-    ex = _executor()
+                                 torch.randn(3, 4, device="meta"), 3.0, torch.randn(3, 4, 1),
+                                 torch.randn(4)])
+def test_a_wrong_input_still_gets_the_binding_paths_error(bad, rows):
+    """For a dynamic graph too: a wrong static dim or rank is not a dynamic size."""
+    ex = _executor(rows=rows)
     try:
         with pytest.raises(GraphInputError, match=r"input 0 \('x'\)"):
             ex.run([bad, torch.randn(4, 4)])
