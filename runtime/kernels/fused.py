@@ -289,12 +289,16 @@ def _attention_grad_math(q, k, v, dy, causal, scale):
 
 
 _UPPER: dict[tuple[int, int], torch.Tensor] = {}
+_UPPER_MAX = 32  # sizes kept (a dynamic graph's backward meets a new one per length)
 
 
 def _upper(sq, skv):
-    """The keys a top-left causal band hides (j > i), cached per size."""
+    """The keys a top-left causal band hides (j > i), cached per size (at most
+    ``_UPPER_MAX`` sizes: the oldest is dropped first)."""
     m = _UPPER.get((sq, skv))
     if m is None:
+        if len(_UPPER) >= _UPPER_MAX:
+            del _UPPER[next(iter(_UPPER))]
         m = _UPPER[(sq, skv)] = torch.ones(sq, skv, dtype=torch.bool).triu(1)
     return m
 

@@ -1,7 +1,8 @@
 """The host executor's direct call (``executor.py.jinja``, ``HostAcl.run_tensors``): the
-inputs of a graph (static, or with dynamic dims) go to the model as the list they are, checked for all inputs at
-once, instead of one data buffer per input per call. Same results as the binding path,
-no input kept after the call, a new or non-contiguous input seen, a wrong one named."""
+inputs of a graph (static, or with dynamic dims) go to the model as the list they are,
+checked for all inputs at once, instead of one data buffer per input per call. Same
+results as the binding path, no input kept after the call, a new or non-contiguous input
+seen, a wrong one named."""
 
 import gc
 import weakref

@@ -136,3 +136,16 @@ def test_low_precision_grad_short_keys_as_accurate_as_flash(dtype, causal):
         assert ours.dtype == dtype and ours.shape == ref.shape
         err, flash_err = ((t.double() - ref).abs().max().item() for t in (ours, theirs))
         assert err <= flash_err * 1.05 + 1e-3, (err, flash_err)
+
+
+def test_causal_band_cache_is_bounded(monkeypatch):
+    """The low-precision backward's causal band is cached per size; a dynamic graph meets a
+    new size per length, so the cache keeps at most ``_UPPER_MAX`` (oldest dropped first),
+    and each band is the right one."""
+    monkeypatch.setattr(fused, "_UPPER", {})
+    for n in range(1, fused._UPPER_MAX + 9):
+        band = fused._upper(n, n + 1)
+        assert torch.equal(band, torch.ones(n, n + 1, dtype=torch.bool).triu(1))
+    assert len(fused._UPPER) == fused._UPPER_MAX
+    last = fused._UPPER_MAX + 8
+    assert (1, 2) not in fused._UPPER and (last, last + 1) in fused._UPPER
