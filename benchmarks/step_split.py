@@ -1,6 +1,6 @@
 """Where a warm decode step of the serving stream goes, layer by layer.
 
-    python -m npu_inductor.benchmarks.step_split [--static] [--prefill LENGTHS]
+    python -m npu_inductor.benchmarks.step_split [--static] [--prefill LENGTHS] [--stream]
 
 The zoo decoder's ``Llama.decode`` (``LlamaDecode``, as ``npu-bench --mode serve`` compiles
 it: ``dynamic=True``; ``--static``: ``dynamic=False`` at one cache length) is called over
@@ -23,6 +23,12 @@ call adds a row:
 
 * ``bucket wrapper``: ``BucketedGraph`` around the static graph's call (bucket choice,
   padding the inputs, narrowing and compacting the outputs; ``buckets.py``).
+
+``--stream``: the dynamic-shape stream itself (``npu-bench --mode dynamic``'s 60 requests,
+``dynamic=True``), eager interleaved request by request as that benchmark does, once per
+layer boundary: eager's time over the time of the full ``torch.compile`` call, of the
+``CompiledGraph`` call alone and of the host model alone (each called with the inputs
+captured at that boundary during a first pass), per warm pass.
 
 ``eager`` is the same step uncompiled, timed interleaved with the compiled one. CPU time
 (``time.process_time``), median over ``passes`` passes of ``calls`` calls, in ms per call.
@@ -172,9 +178,15 @@ def main(argv: list[str] | None = None) -> None:
                    help="split the dynamic stream's prefill at these prompt lengths (17,256)")
     p.add_argument("--buckets", default=None, metavar="SIZES",
                    help="with --prefill: the bucketed variant (pow2, auto or sizes 8,16,...)")
+    p.add_argument("--stream", action="store_true",
+                   help="eager over each layer on the dynamic-shape stream, per warm pass")
+    p.add_argument("--passes", type=int, default=6, help="with --stream: warm passes")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     torch.manual_seed(0)
+    if args.stream:
+        _print_stream(args.passes)
+        return
     if args.prefill:
         _print_prefill([int(n) for n in args.prefill.split(",")], _bucket_sizes(args.buckets))
         return
@@ -182,6 +194,76 @@ def main(argv: list[str] | None = None) -> None:
                   max_pos=71).eval()  # serve.py's decoder for --max-len 64 --max-new 6
     for name, ms in decode_split(model, dynamic=not args.static).items():
         print(f"{name:32s} {ms:8.3f}" + ("" if name == "ge ops" else " ms"))
+
+
+def stream_split(passes: int = 6, requests: int = 60, max_len: int = 512,
+                 seed: int = 0) -> dict[str, list[float]]:
+    """Eager's CPU time over each layer's on the dynamic stream, per warm pass (module
+    docstring, ``--stream``)."""
+    from npu_inductor.benchmarks.dynamic import stream
+    from npu_inductor.runtime import host_codegen
+
+    torch.manual_seed(seed)
+    model = Llama(vocab=1000, hidden=128, heads=4, kv_heads=2, layers=2, ffn=256,
+                  max_pos=max(max_len, 8)).eval()
+    reqs = stream(requests, max_len, seed)
+    graphs: list[tuple[Any, list]] = []
+    hosts: list[tuple[Any, list, Any, Any]] = []
+    guarded, call = host_codegen._guarded, compile_fx.CompiledGraph.__call__
+
+    def capture_host(fast: Any, host: Any, filename: str, lines: Any) -> Any:
+        run = guarded(fast, host, filename, lines)
+
+        def captured(inputs: Any, views: Any, ws: Any) -> Any:
+            hosts.append((run, list(inputs), views, ws))
+            return run(inputs, views, ws)
+        return captured
+
+    def capture_graph(self: Any, args: list[Any]) -> Any:
+        graphs.append((self, list(args)))
+        return call(self, args)
+
+    torch._dynamo.reset()
+    host_codegen._guarded, compile_fx.CompiledGraph.__call__ = capture_host, capture_graph
+    try:
+        with torch.no_grad():
+            step = torch.compile(model, backend="npu", dynamic=True)
+            for r in reqs:
+                step(*r)
+    finally:
+        host_codegen._guarded, compile_fx.CompiledGraph.__call__ = guarded, call
+    if not len(graphs) == len(hosts) == len(reqs):
+        raise RuntimeError(f"captured {len(graphs)} graph and {len(hosts)} host calls for "
+                           f"{len(reqs)} requests (not one generated host model per call)")
+    layers = {
+        "torch.compile call": [lambda r=r: step(*r) for r in reqs],
+        "CompiledGraph call": [lambda g=g: g[0](list(g[1])) for g in graphs],
+        "host model": [lambda h=h: h[0](h[1], h[2], h[3]) for h in hosts]}
+    ratios: dict[str, list[float]] = {name: [] for name in layers}
+    with torch.no_grad():
+        for i in range(passes):
+            for name, calls in layers.items():
+                mine = theirs = 0.0
+                for j, (r, fn) in enumerate(zip(reqs, calls)):
+                    order = ((model, r, 0), (fn, (), 1))
+                    for f, args, who in order if (i + j) % 2 == 0 else order[::-1]:
+                        start = time.process_time()
+                        f(*args)
+                        spent = time.process_time() - start
+                        if who:
+                            mine += spent
+                        else:
+                            theirs += spent
+                ratios[name].append(theirs / mine)
+    return ratios
+
+
+def _print_stream(passes: int) -> None:
+    ratios = stream_split(passes)
+    print("dynamic stream (60 requests, dynamic=True): eager / layer, CPU time, per warm pass")
+    for name, values in ratios.items():
+        print(f"{name:22s} " + " ".join(f"{v:6.3f}" for v in values)
+              + f"   median {statistics.median(values):.3f}")
 
 
 def _bucket_sizes(spec: str | None) -> list[int] | str | None:

@@ -63,3 +63,15 @@ def test_prefill_split_of_a_bucketed_call_times_the_bucket_wrapper() -> None:
     assert all(split[name] >= 0 for name in layers), split
     assert buckets.REPORTS[-1].padded_elements > buckets.REPORTS[-1].real_elements
     assert buckets.BucketedGraph.__call__ is before
+
+
+@pytest.mark.slow  # one dynamic compile of the stream's decoder
+def test_stream_split_times_each_layer_on_every_request_and_restores_the_hooks() -> None:
+    from npu_inductor.benchmarks.step_split import stream_split
+    from npu_inductor.runtime import host_codegen
+
+    guarded, call = host_codegen._guarded, compile_fx.CompiledGraph.__call__
+    ratios = stream_split(passes=2, requests=4, max_len=24, seed=1)
+    assert list(ratios) == ["torch.compile call", "CompiledGraph call", "host model"]
+    assert all(len(v) == 2 and all(r > 0 for r in v) for v in ratios.values()), ratios
+    assert host_codegen._guarded is guarded and compile_fx.CompiledGraph.__call__ is call
