@@ -238,6 +238,16 @@ def gather_v2(x, indices, axis, batch_dims=0, is_preprocessed=False,
               negative_index_support=False, out=None):
     a = axis if isinstance(axis, int) else as_list(axis)  # pre-decoded Const: int or list
     a = (a[0] if isinstance(a, list) else a) % x.dim()
+    if indices.dim() == 0:  # one index (aten.select): a copy of the selected slice
+        i = int(indices)
+        if negative_index_support and i < 0:
+            i += x.shape[a]
+        if 0 <= i < x.shape[a]:  # (out of range: index_select's error below)
+            picked = x.select(a, i)  # ~3 us against index_select's ~6
+            if out is not None:
+                out.view(picked.shape).copy_(picked)
+                return out
+            return picked.clone(memory_format=torch.contiguous_format)
     flat = indices.reshape(-1).long()
     if negative_index_support:
         flat = torch.where(flat < 0, flat + x.shape[a], flat)

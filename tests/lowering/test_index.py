@@ -249,3 +249,28 @@ def test_backward_ops(fn, shapes):
 @pytest.mark.parametrize("fn,shapes", [c[1:] for c in TRAIN], ids=[c[0] for c in TRAIN])
 def test_index_op_backward(fn, shapes):
     check_grad(fn, *[make(s) for s in shapes])
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_v2_kernel_one_index_is_a_fresh_contiguous_copy(axis):
+    """GatherV2 with a 0-d index (``aten.select``) takes the slice and copies it; the
+    result equals index_select's, owns its bytes, and writes ``out`` when given. Negative
+    indices count from the end only with ``negative_index_support``; out of range still
+    raises."""
+    from npu_inductor.runtime.kernels import KERNELS
+
+    g = KERNELS["GatherV2"]
+    x = torch.randn(3, 4, 5).permute(2, 0, 1)  # strided input
+    n = x.shape[axis]
+    for i in (0, n - 1):
+        want = x.index_select(axis, idx(i)).squeeze(axis)
+        got = g(x, torch.tensor(i), axis)
+        assert torch.equal(got, want) and got.is_contiguous()
+        assert got.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+        out = torch.full_like(want, float("nan"))
+        assert g(x, torch.tensor(i), axis, out=out) is out and torch.equal(out, want)
+    last = x.index_select(axis, idx(n - 1)).squeeze(axis)
+    assert torch.equal(g(x, torch.tensor(-1), axis, negative_index_support=True), last)
+    for bad in (-1, n):
+        with pytest.raises((IndexError, RuntimeError), match="out of|index"):
+            g(x, torch.tensor(bad), axis)
