@@ -98,10 +98,20 @@ def variants(max_len: int) -> list[Variant]:
     ]
 
 
+VOCAB = 1000  # the streams' token ids are drawn from [0, VOCAB)
+
+
+def stream_model(max_pos: int) -> Llama:
+    """The decoder of the dynamic-shape and serving streams (and of ``step_split``), in
+    eval mode: 2 layers, hidden 128, GQA 4/2 heads."""
+    return Llama(vocab=VOCAB, hidden=128, heads=4, kv_heads=2, layers=2, ffn=256,
+                 max_pos=max_pos).eval()
+
+
 def stream(requests: int, max_len: int, seed: int) -> list[tuple[torch.Tensor]]:
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
-    return [(torch.randint(0, 1000, (BATCH, rng.randint(1, max_len)), generator=gen),)
+    return [(torch.randint(0, VOCAB, (BATCH, rng.randint(1, max_len)), generator=gen),)
             for _ in range(requests)]
 
 
@@ -257,8 +267,7 @@ def run_dynamic(requests: int, max_len: int, settings: Settings,
     """Eager and the variants over one seeded stream (eager first: its outputs judge the
     others; ``speedup`` is eager's first-pass CPU time over each variant's)."""
     torch.manual_seed(settings.seed)
-    model = Llama(vocab=1000, hidden=128, heads=4, kv_heads=2, layers=2, ffn=256,
-                  max_pos=max(max_len, 8)).eval()
+    model = stream_model(max(max_len, 8))
     reqs = stream(requests, max_len, settings.seed)
     with torch.no_grad():
         model64 = copy.deepcopy(model).double()

@@ -50,7 +50,7 @@ import torch
 from torch import nn
 
 from npu_inductor import buckets as bucket_reports
-from npu_inductor.benchmarks.dynamic import pow2_buckets
+from npu_inductor.benchmarks.dynamic import VOCAB, pow2_buckets, stream_model
 from npu_inductor.benchmarks.measure import (
     Times,
     Warm,
@@ -67,7 +67,6 @@ from npu_inductor.benchmarks.measure import (
 from npu_inductor.benchmarks.runner import _error_text
 from npu_inductor.benchmarks.zoo import Llama, LlamaDecode
 
-VOCAB = 1000
 # eager's absolute tok/s and TTFT: the 10th percentile of its warm passes. A process's CPU
 # time grows with what the machine's other jobs do (the other hyperthread of the core,
 # caches refilled after their time slices): its median moved 14-29% between runs minutes
@@ -357,8 +356,7 @@ def run_serve(hf: bool, requests: int, max_len: int, max_new: int, seed: int,
         make: Callable[[str], Generate] = lambda v: hf_variant(base, v, max_len)  # noqa: E731
     else:
         name = "llama_decoder"
-        base = Llama(vocab=VOCAB, hidden=128, heads=4, kv_heads=2, layers=2, ffn=256,
-                     max_pos=max_pos).eval()
+        base = stream_model(max_pos)
         make = lambda v: zoo_variant(base, v, max_len)  # noqa: E731
     reqs = stream(requests, max_len, max_new, seed)
     eager, eager_log = make("eager"), []

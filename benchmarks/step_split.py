@@ -46,7 +46,7 @@ from typing import Any
 import torch
 
 from npu_inductor import buckets, compile_fx
-from npu_inductor.benchmarks.dynamic import pow2_buckets
+from npu_inductor.benchmarks.dynamic import _warm_pass, pow2_buckets, stream, stream_model
 from npu_inductor.benchmarks.zoo import Llama, LlamaDecode
 from npu_inductor.buckets import AUTO_PROFILE_CALLS
 from npu_inductor.runtime import host_model
@@ -190,8 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.prefill:
         _print_prefill([int(n) for n in args.prefill.split(",")], _bucket_sizes(args.buckets))
         return
-    model = Llama(vocab=1000, hidden=128, heads=4, kv_heads=2, layers=2, ffn=256,
-                  max_pos=71).eval()  # serve.py's decoder for --max-len 64 --max-new 6
+    model = stream_model(71)  # serve.py's decoder for --max-len 64 --max-new 6
     for name, ms in decode_split(model, dynamic=not args.static).items():
         print(f"{name:32s} {ms:8.3f}" + ("" if name == "ge ops" else " ms"))
 
@@ -200,12 +199,10 @@ def stream_split(passes: int = 6, requests: int = 60, max_len: int = 512,
                  seed: int = 0) -> dict[str, list[float]]:
     """Eager's CPU time over each layer's on the dynamic stream, per warm pass (module
     docstring, ``--stream``)."""
-    from npu_inductor.benchmarks.dynamic import stream
     from npu_inductor.runtime import host_codegen
 
     torch.manual_seed(seed)
-    model = Llama(vocab=1000, hidden=128, heads=4, kv_heads=2, layers=2, ffn=256,
-                  max_pos=max(max_len, 8)).eval()
+    model = stream_model(max(max_len, 8))
     reqs = stream(requests, max_len, seed)
     graphs: list[tuple[Any, list]] = []
     hosts: list[tuple[Any, list, Any, Any]] = []
@@ -240,21 +237,11 @@ def stream_split(passes: int = 6, requests: int = 60, max_len: int = 512,
         "CompiledGraph call": [lambda g=g: g[0](list(g[1])) for g in graphs],
         "host model": [lambda h=h: h[0](h[1], h[2], h[3]) for h in hosts]}
     ratios: dict[str, list[float]] = {name: [] for name in layers}
-    with torch.no_grad():
-        for i in range(passes):
-            for name, calls in layers.items():
-                mine = theirs = 0.0
-                for j, (r, fn) in enumerate(zip(reqs, calls)):
-                    order = ((model, r, 0), (fn, (), 1))
-                    for f, args, who in order if (i + j) % 2 == 0 else order[::-1]:
-                        start = time.process_time()
-                        f(*args)
-                        spent = time.process_time() - start
-                        if who:
-                            mine += spent
-                        else:
-                            theirs += spent
-                ratios[name].append(theirs / mine)
+    for i in range(passes):
+        for name, calls in layers.items():
+            by_ids = {id(r[0]): call for r, call in zip(reqs, calls)}  # the request's call
+            mine, theirs = _warm_pass(model, lambda ids, c=by_ids: c[id(ids)](), reqs, i)
+            ratios[name].append(theirs.cpu / mine.cpu)
     return ratios
 
 
@@ -276,8 +263,7 @@ def _bucket_sizes(spec: str | None) -> list[int] | str | None:
 
 def _print_prefill(lengths: list[int], bucket_sizes: list[int] | str | None = None) -> None:
     """One column per prompt length (the dynamic stream's model, ``benchmarks/dynamic.py``)."""
-    model = Llama(vocab=1000, hidden=128, heads=4, kv_heads=2, layers=2, ffn=256,
-                  max_pos=512).eval()
+    model = stream_model(512)
     splits = [prefill_split(model, n, buckets=bucket_sizes) for n in lengths]
     print(f"{'prefill length':32s} " + " ".join(f"{n:>8d}" for n in lengths))
     for name in splits[0]:
